@@ -1,0 +1,58 @@
+//! Argument parsing and dispatch. Each command lives in its own module and
+//! returns the process exit code; errors are reported by `main`.
+
+mod inspect;
+mod review;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Review MCP elicitations with sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "gatehouse", version, about)]
+pub struct Cli {
+    /// Log more (-v: debug, -vv: trace). Logs go to stderr; RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Review(review::ReviewArgs),
+    Inspect(inspect::InspectArgs),
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// One JSON document per result, for tools.
+    Json,
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Review(args) => review::run(args),
+        Command::Inspect(args) => inspect::run(args),
+    }
+}
+
+/// Logs to stderr at warn (or more with -v); `RUST_LOG` overrides.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,264 @@
+//! `gatehouse.toml`: the reviewer chain, its limits and each module's
+//! configuration.
+//!
+//! ```toml
+//! [review]
+//! on_failure = "decline"          # or "defer"
+//!
+//! [review.limits]
+//! deadline_ms = 50
+//! memory_bytes = 16777216
+//!
+//! [[review.modules]]
+//! path = "allowlist.wasm"         # relative to this file
+//! config = { rules = [{ server = "docs", decision = "accept" }] }
+//!
+//! [[review.modules]]
+//! path = "guardian.wasm"
+//! sha256 = "…"                    # optional pin
+//! config = { deny = [{ tool = "delete_*" }] }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::chain::{Chain, ChainLink, OnFailure};
+use crate::sandbox::{Limits, LoadError, Sandbox};
+
+/// Why a config could not be used. Each names the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: cannot read the config: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema (the message names the key
+    /// and the line).
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        message: String,
+    },
+    /// A module in the chain could not be loaded.
+    #[error("{}: review.modules[{index}]: {source}", path.display())]
+    Module {
+        /// The config file.
+        path: PathBuf,
+        /// The module's position.
+        index: usize,
+        /// Why.
+        source: LoadError,
+    },
+}
+
+/// The whole config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The `[review]` section.
+    #[serde(default)]
+    pub review: ReviewConfig,
+    /// The file the config was read from (for relative paths and errors).
+    #[serde(skip)]
+    pub origin: PathBuf,
+}
+
+impl Config {
+    /// Reads and parses a config file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses config text; `origin` names it in errors and anchors relative
+    /// module paths.
+    pub fn parse(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|error| ConfigError::Parse {
+            path: origin.to_path_buf(),
+            message: error.to_string().trim_end().to_owned(),
+        })?;
+        config.origin = origin.to_path_buf();
+        Ok(config)
+    }
+
+    /// The directory relative module paths are resolved against.
+    pub fn base_dir(&self) -> &Path {
+        self.origin.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Loads every module of the chain into `sandbox`, in order.
+    pub fn build_chain(&self, sandbox: &Sandbox) -> Result<Chain, ConfigError> {
+        let mut links = Vec::with_capacity(self.review.modules.len());
+        for (index, spec) in self.review.modules.iter().enumerate() {
+            let path = self.base_dir().join(&spec.path);
+            let module = sandbox
+                .load_file(&path, spec.sha256.as_deref())
+                .map_err(|source| ConfigError::Module {
+                    path: self.origin.clone(),
+                    index,
+                    source,
+                })?;
+            let module = match &spec.name {
+                Some(name) => module.renamed(name),
+                None => module,
+            };
+            links.push(
+                ChainLink::new(Arc::new(module))
+                    .with_config(spec.config_json())
+                    .with_on_failure(spec.on_failure.unwrap_or(self.review.on_failure)),
+            );
+        }
+        Ok(Chain::new(links))
+    }
+}
+
+/// The `[review]` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewConfig {
+    /// What a module failure means, unless a module says otherwise.
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    /// The limits every review runs under.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// The chain, in order.
+    #[serde(default)]
+    pub modules: Vec<ModuleConfig>,
+}
+
+/// `[review.limits]`; every field is optional and defaults as in [`Limits`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Deadline per review, in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Linear memory cap per review, in bytes.
+    pub memory_bytes: Option<usize>,
+    /// Table element cap.
+    pub table_elements: Option<usize>,
+    /// Cap on the text an outcome carries, in bytes.
+    pub output_bytes: Option<usize>,
+    /// Wasm stack cap, in bytes.
+    pub wasm_stack_bytes: Option<usize>,
+    /// Log entries kept per review.
+    pub log_entries: Option<usize>,
+    /// Log text kept per review, in bytes.
+    pub log_bytes: Option<usize>,
+    /// Reviews in flight at once (sizes the instance pool).
+    pub concurrent_reviews: Option<u32>,
+}
+
+impl LimitsConfig {
+    /// The limits, defaults filled in.
+    pub fn to_limits(&self) -> Limits {
+        let mut builder = Limits::builder();
+        if let Some(ms) = self.deadline_ms {
+            builder = builder.deadline(Duration::from_millis(ms));
+        }
+        if let Some(bytes) = self.memory_bytes {
+            builder = builder.memory_bytes(bytes);
+        }
+        if let Some(elements) = self.table_elements {
+            builder = builder.table_elements(elements);
+        }
+        if let Some(bytes) = self.output_bytes {
+            builder = builder.output_bytes(bytes);
+        }
+        if let Some(bytes) = self.wasm_stack_bytes {
+            builder = builder.wasm_stack_bytes(bytes);
+        }
+        if let Some(entries) = self.log_entries {
+            builder = builder.log_entries(entries);
+        }
+        if let Some(bytes) = self.log_bytes {
+            builder = builder.log_bytes(bytes);
+        }
+        if let Some(reviews) = self.concurrent_reviews {
+            builder = builder.concurrent_reviews(reviews);
+        }
+        builder.build()
+    }
+}
+
+/// One `[[review.modules]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleConfig {
+    /// The component file, relative to the config file.
+    pub path: PathBuf,
+    /// The name in logs and audit lines (default: the file stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A pinned sha256 (hex); a module whose digest differs is refused.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// What this module's failure means (default: the section's).
+    #[serde(default)]
+    pub on_failure: Option<OnFailure>,
+    /// The module's configuration, handed to it as JSON.
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+}
+
+impl ModuleConfig {
+    /// The module configuration as JSON text (`{}` when none is set).
+    pub fn config_json(&self) -> String {
+        self.config
+            .as_ref()
+            .map_or_else(|| "{}".to_owned(), serde_json::Value::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let text = "[review]\non_failure = \"explode\"\n";
+        let error = Config::parse(text, Path::new("conf/gatehouse.toml")).unwrap_err();
+        let message = error.to_string();
+        assert!(message.starts_with("conf/gatehouse.toml:"), "{message}");
+        assert!(message.contains("on_failure"), "{message}");
+    }
+
+    #[test]
+    fn module_config_tables_become_json() {
+        let text = r#"
+            [[review.modules]]
+            path = "g.wasm"
+            config = { deny = [{ tool = "delete_*" }], default = "allow" }
+        "#;
+        let config = Config::parse(text, Path::new("/etc/gatehouse.toml")).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&config.review.modules[0].config_json()).unwrap();
+        assert_eq!(json["deny"][0]["tool"], "delete_*");
+        assert_eq!(config.base_dir(), Path::new("/etc"));
+    }
+
+    #[test]
+    fn limits_fill_in_defaults() {
+        let text = "[review.limits]\ndeadline_ms = 20\n";
+        let limits = Config::parse(text, Path::new("g.toml"))
+            .unwrap()
+            .review
+            .limits
+            .to_limits();
+        assert_eq!(limits.deadline(), Duration::from_millis(20));
+        assert_eq!(limits.memory_bytes(), Limits::default().memory_bytes());
+    }
+}

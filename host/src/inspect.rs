@@ -1,0 +1,111 @@
+//! `gatehouse inspect`: what a component is, imports, exports, contract
+//! version, size, digest, the pool resources it needs, and whether it loads
+//! as a reviewer.
+
+use serde::Serialize;
+use wasmtime::component::Component;
+
+use crate::contract::{self, REVIEW_INTERFACE, split_versioned};
+use crate::sandbox::{LoadError, ModuleInfo, Sandbox};
+
+/// The pool resources a component needs per instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resources {
+    /// Linear memories.
+    pub memories: u32,
+    /// Largest initial memory, in bytes.
+    pub initial_memory_bytes: Option<u64>,
+    /// Tables.
+    pub tables: u32,
+    /// Largest initial table, in elements.
+    pub initial_table_elements: Option<u64>,
+}
+
+/// What `inspect` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Inspection {
+    /// Where the bytes came from.
+    pub source: String,
+    /// Size in bytes.
+    pub size: usize,
+    /// sha256, hex.
+    pub sha256: String,
+    /// The contract version of its `review` export, if it has one.
+    pub contract_version: Option<String>,
+    /// Its imports.
+    pub imports: Vec<String>,
+    /// Its exports.
+    pub exports: Vec<String>,
+    /// Pool resources per instance, when they can be known statically.
+    pub resources: Option<Resources>,
+    /// `Ok(describe())` when it loads as a reviewer, else why not.
+    #[serde(serialize_with = "serialize_loadable")]
+    pub reviewer: Result<ModuleInfo, String>,
+}
+
+fn serialize_loadable<S: serde::Serializer>(
+    value: &Result<ModuleInfo, String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Shown<'a> {
+        Ok(&'a ModuleInfo),
+        Error(&'a str),
+    }
+    match value {
+        Ok(info) => Shown::Ok(info).serialize(serializer),
+        Err(error) => Shown::Error(error).serialize(serializer),
+    }
+}
+
+/// Inspects a component. Fails only when the bytes are not a component that
+/// compiles; a component of another world is reported, not refused.
+pub fn inspect(sandbox: &Sandbox, source: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
+    let component =
+        Component::new(sandbox.engine(), bytes).map_err(|error| LoadError::Compile {
+            module: source.to_owned(),
+            detail: format!("{error:#}"),
+        })?;
+    let ty = component.component_type();
+    let imports: Vec<String> = ty
+        .imports(sandbox.engine())
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let exports: Vec<String> = ty
+        .exports(sandbox.engine())
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let contract_version = exports.iter().find_map(|name| match split_versioned(name) {
+        (base, Some(version)) if base == REVIEW_INTERFACE => Some(version.to_owned()),
+        _ => None,
+    });
+    let resources = component.resources_required().map(|needs| Resources {
+        memories: needs.num_memories,
+        initial_memory_bytes: needs.max_initial_memory_size.map(|pages| pages * 65_536),
+        tables: needs.num_tables,
+        initial_table_elements: needs.max_initial_table_size,
+    });
+    let name = source.rsplit('/').next().unwrap_or(source);
+    let reviewer = match sandbox.load_bytes(name, source, bytes, None) {
+        Ok(module) => module
+            .describe()
+            .map_err(|failure| format!("describe() failed: {failure}")),
+        Err(error) => Err(error.to_string()),
+    };
+    Ok(Inspection {
+        source: source.to_owned(),
+        size: bytes.len(),
+        sha256: crate::sandbox::sha256_hex(bytes),
+        contract_version,
+        imports,
+        exports,
+        resources,
+        reviewer,
+    })
+}
+
+/// The contract version this host implements, for display beside a module's.
+pub fn host_contract() -> String {
+    format!("{}@{}", contract::PACKAGE, contract::VERSION)
+}

@@ -1,0 +1,19 @@
+//! The `gatehouse` command line.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    cli::init_tracing(args.verbose);
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("gatehouse: error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Loading a module: digest, pin check, compilation, and validation against
+//! the `reviewer` world, with errors that say which file and what to do.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+use super::module::ReviewerModule;
+use super::{MEMORIES_PER_COMPONENT, Shared, TABLES_PER_COMPONENT};
+use crate::contract::{self, LOGGING_INTERFACE, REVIEW_INTERFACE, split_versioned};
+
+/// Why a module could not be loaded. Each error names the module's source.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("{}: cannot read the module: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The digest differs from the pinned one.
+    #[error(
+        "{module}: sha256 is {actual}, but the config pins {expected}; refusing to load it (update the pin if the new module is intended)"
+    )]
+    DigestMismatch {
+        /// Where the module came from.
+        module: String,
+        /// The pinned digest.
+        expected: String,
+        /// The module's digest.
+        actual: String,
+    },
+    /// The bytes are a core module, not a component.
+    #[error(
+        "{0}: is a core WebAssembly module, not a component; build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
+    )]
+    CoreModule(String),
+    /// The bytes are not WebAssembly, or do not compile.
+    #[error("{module}: does not compile as a WebAssembly component: {detail}")]
+    Compile {
+        /// Where the module came from.
+        module: String,
+        /// wasmtime's error.
+        detail: String,
+    },
+    /// The component does not export the review interface.
+    #[error(
+        "{module}: does not export `{REVIEW_INTERFACE}@{}`; it is not a reviewer (its exports: {exports})",
+        contract::VERSION
+    )]
+    NotAReviewer {
+        /// Where the module came from.
+        module: String,
+        /// What it does export.
+        exports: String,
+    },
+    /// The component was built against a contract version this host does not support.
+    #[error(
+        "{module}: `{interface}` is contract version {found}, but this host implements {}; rebuild the module against wit/ of this host",
+        contract::VERSION
+    )]
+    UnsupportedVersion {
+        /// Where the module came from.
+        module: String,
+        /// The interface.
+        interface: String,
+        /// The version it names.
+        found: String,
+    },
+    /// The component imports something the host does not provide.
+    #[error(
+        "{module}: imports `{import}`, which the host does not provide; a reviewer may import only `{LOGGING_INTERFACE}` and WASI 0.2"
+    )]
+    UnsupportedImport {
+        /// Where the module came from.
+        module: String,
+        /// The import.
+        import: String,
+    },
+    /// The component's imports or exports have the wrong types.
+    #[error("{module}: does not match the `reviewer` world: {detail}")]
+    WorldMismatch {
+        /// Where the module came from.
+        module: String,
+        /// wasmtime's explanation.
+        detail: String,
+    },
+    /// The component needs more than the instance pool provides.
+    #[error(
+        "{module}: needs {detail}, more than the instance pool allows; raise the limit or slim the module"
+    )]
+    TooLarge {
+        /// Where the module came from.
+        module: String,
+        /// What it needs.
+        detail: String,
+    },
+}
+
+/// The sha256 of `bytes`, as lower-case hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+pub(crate) fn load(
+    shared: Arc<Shared>,
+    name: &str,
+    source: &str,
+    bytes: &[u8],
+    pinned_sha256: Option<&str>,
+) -> Result<ReviewerModule, LoadError> {
+    let digest = sha256_hex(bytes);
+    if let Some(expected) = pinned_sha256 {
+        let expected = expected
+            .trim()
+            .trim_start_matches("sha256:")
+            .to_ascii_lowercase();
+        if expected != digest {
+            return Err(LoadError::DigestMismatch {
+                module: source.to_owned(),
+                expected,
+                actual: digest,
+            });
+        }
+    }
+    if is_core_module(bytes) {
+        return Err(LoadError::CoreModule(source.to_owned()));
+    }
+    let component = Component::new(&shared.engine, bytes).map_err(|error| LoadError::Compile {
+        module: source.to_owned(),
+        detail: format!("{error:#}"),
+    })?;
+    check_world(&shared, &component, source)?;
+    check_resources(&shared, &component, source)?;
+    let pre =
+        shared
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|error| LoadError::WorldMismatch {
+                module: source.to_owned(),
+                detail: format!("{error:#}"),
+            })?;
+    let pre = contract::ReviewerPre::new(pre).map_err(|error| LoadError::WorldMismatch {
+        module: source.to_owned(),
+        detail: format!("{error:#}"),
+    })?;
+    Ok(ReviewerModule::new(
+        shared,
+        name.to_owned(),
+        source.to_owned(),
+        digest,
+        bytes.len(),
+        component,
+        pre,
+    ))
+}
+
+/// The eight-byte preamble of a core module, version 1.
+fn is_core_module(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
+}
+
+/// Checks the exports and imports by name before wasmtime checks their types,
+/// so the error says what is missing rather than how types differ.
+fn check_world(shared: &Shared, component: &Component, source: &str) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let exports: Vec<&str> = ty.exports(&shared.engine).map(|(name, _)| name).collect();
+    let review = exports
+        .iter()
+        .find(|name| split_versioned(name).0 == REVIEW_INTERFACE);
+    let Some(review) = review else {
+        return Err(LoadError::NotAReviewer {
+            module: source.to_owned(),
+            exports: if exports.is_empty() {
+                "none".to_owned()
+            } else {
+                exports.join(", ")
+            },
+        });
+    };
+    check_version(review, source)?;
+    for (import, _) in ty.imports(&shared.engine) {
+        let (base, _) = split_versioned(import);
+        if base == LOGGING_INTERFACE || base == "gatehouse:reviewer/types" {
+            check_version(import, source)?;
+        } else if !is_wasi_p2(import) {
+            return Err(LoadError::UnsupportedImport {
+                module: source.to_owned(),
+                import: import.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_version(name: &str, source: &str) -> Result<(), LoadError> {
+    match split_versioned(name) {
+        (_, Some(version)) if contract::is_supported_version(version) => Ok(()),
+        (interface, found) => Err(LoadError::UnsupportedVersion {
+            module: source.to_owned(),
+            interface: interface.to_owned(),
+            found: found.unwrap_or("(none)").to_owned(),
+        }),
+    }
+}
+
+fn is_wasi_p2(import: &str) -> bool {
+    match split_versioned(import) {
+        (base, Some(version)) => base.starts_with("wasi:") && version.starts_with("0.2."),
+        _ => false,
+    }
+}
+
+fn check_resources(shared: &Shared, component: &Component, source: &str) -> Result<(), LoadError> {
+    let too_large = |detail: String| LoadError::TooLarge {
+        module: source.to_owned(),
+        detail,
+    };
+    let Some(needs) = component.resources_required() else {
+        return Ok(());
+    };
+    if needs.num_memories > MEMORIES_PER_COMPONENT {
+        return Err(too_large(format!(
+            "{} memories (the pool allows {MEMORIES_PER_COMPONENT})",
+            needs.num_memories
+        )));
+    }
+    if needs.num_tables > TABLES_PER_COMPONENT {
+        return Err(too_large(format!(
+            "{} tables (the pool allows {TABLES_PER_COMPONENT})",
+            needs.num_tables
+        )));
+    }
+    if let Some(pages) = needs.max_initial_memory_size {
+        let bytes = pages.saturating_mul(65_536);
+        if bytes > shared.limits.memory_bytes() as u64 {
+            return Err(too_large(format!(
+                "{bytes} bytes of initial memory (the cap is {})",
+                shared.limits.memory_bytes()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! The sandbox: one wasmtime engine with a pooling allocator and an epoch
+//! ticker, a linker that offers guests only the `logging` import and a closed
+//! WASI, and [`ReviewerModule`]s that review in a fresh instance each time.
+//!
+//! ```no_run
+//! use gatehouse::sandbox::{Limits, Sandbox};
+//! let sandbox = Sandbox::new(Limits::default())?;
+//! let module = sandbox.load_file("guardian.wasm", None)?;
+//! println!("{} {}", module.name(), module.digest());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod limits;
+mod load;
+mod module;
+mod state;
+mod ticker;
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+pub use limits::{Limits, LimitsBuilder};
+pub use load::LoadError;
+pub(crate) use load::sha256_hex;
+pub use module::{ModuleInfo, ModuleReport, ReviewerModule};
+pub use state::{GuestLog, ReviewLogs};
+
+use crate::contract;
+use state::ReviewState;
+use ticker::EpochTicker;
+
+/// Per-component pool maxima: what a Rust `wasm32-wasip2` component needs,
+/// with room to spare. A module that needs more is refused at load time.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 8;
+
+/// Why the sandbox could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// wasmtime refused the engine configuration.
+    #[error("cannot create the wasmtime engine: {0}")]
+    Engine(String),
+    /// The host imports could not be linked.
+    #[error("cannot link the host imports: {0}")]
+    Link(String),
+    /// The epoch ticker thread could not be started.
+    #[error("cannot start the deadline ticker thread: {0}")]
+    Ticker(std::io::Error),
+}
+
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<ReviewState>,
+    pub(crate) limits: Limits,
+    _ticker: EpochTicker,
+}
+
+/// The engine every module runs in. Cheap to clone; clones share the engine,
+/// the pool and the ticker, which stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Sandbox {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("limits", &self.shared.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// Creates the engine, the instance pool sized by `limits`, the linker and
+    /// the deadline ticker.
+    pub fn new(limits: Limits) -> Result<Sandbox, SandboxError> {
+        let mut pool = PoolingAllocationConfig::new();
+        let reviews = limits.concurrent_reviews();
+        pool.total_component_instances(reviews)
+            .total_core_instances(reviews.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+            .total_memories(reviews.saturating_mul(MEMORIES_PER_COMPONENT))
+            .total_tables(reviews.saturating_mul(TABLES_PER_COMPONENT))
+            .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(TABLES_PER_COMPONENT)
+            .max_memory_size(limits.memory_bytes())
+            .table_elements(limits.table_elements());
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(limits.wasm_stack_bytes())
+            .memory_init_cow(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine =
+            Engine::new(&config).map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
+        contract::Reviewer::add_to_linker::<_, HasSelf<ReviewState>>(&mut linker, |state| state)
+            .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
+        let ticker = EpochTicker::start(engine.clone(), limits.epoch_tick())
+            .map_err(SandboxError::Ticker)?;
+        Ok(Sandbox {
+            shared: Arc::new(Shared {
+                engine,
+                linker,
+                limits,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The limits every review runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    /// The engine (for inspection and precompilation).
+    pub fn engine(&self) -> &Engine {
+        &self.shared.engine
+    }
+
+    /// Loads, validates and pre-instantiates a module from a file. With
+    /// `pinned_sha256`, a module whose digest differs is refused.
+    pub fn load_file(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        pinned_sha256: Option<&str>,
+    ) -> Result<ReviewerModule, LoadError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let name = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "module".to_owned());
+        self.load_bytes(&name, &path.display().to_string(), &bytes, pinned_sha256)
+    }
+
+    /// Loads a module from bytes. `name` names it in logs and reports,
+    /// `source` says where it came from (a path, say) in errors.
+    pub fn load_bytes(
+        &self,
+        name: &str,
+        source: &str,
+        bytes: &[u8],
+        pinned_sha256: Option<&str>,
+    ) -> Result<ReviewerModule, LoadError> {
+        load::load(self.shared.clone(), name, source, bytes, pinned_sha256)
+    }
+}

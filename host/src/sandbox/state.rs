@@ -1,0 +1,203 @@
+//! What one review's store holds: a closed WASI context, the resource
+//! limiter, and the capped log sink behind the `logging` import.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tracing::level_filters::LevelFilter;
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::contract::logging::{self, Level};
+use crate::sandbox::Limits;
+
+/// A log entry a guest wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuestLog {
+    /// The level, lower case.
+    pub level: &'static str,
+    /// The message.
+    pub message: String,
+    /// The key/value fields.
+    pub fields: Vec<(String, String)>,
+}
+
+/// The logs of one review.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReviewLogs {
+    /// The entries kept, in order.
+    pub entries: Vec<GuestLog>,
+    /// Entries dropped because a cap was reached.
+    pub dropped: usize,
+    /// What the guest wrote to stderr (a panic message, say), capped.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
+}
+
+/// Which cap a guest hit while growing memory or a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LimitHit {
+    Memory,
+    Table,
+}
+
+pub(crate) struct Limiter {
+    memory_bytes: usize,
+    table_elements: usize,
+    pub(crate) hit: Option<LimitHit>,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.memory_bytes;
+        if !allowed {
+            self.hit = Some(LimitHit::Memory);
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.table_elements;
+        if !allowed {
+            self.hit = Some(LimitHit::Table);
+        }
+        Ok(allowed)
+    }
+}
+
+/// The data of one review's `Store`.
+pub(crate) struct ReviewState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    stderr: MemoryOutputPipe,
+    pub(crate) limiter: Limiter,
+    module: Arc<str>,
+    logs: ReviewLogs,
+    log_bytes: usize,
+    max_log_entries: usize,
+    max_log_bytes: usize,
+}
+
+impl ReviewState {
+    /// A closed context: no files, no environment, no arguments, no network;
+    /// stdin empty, stdout discarded, stderr captured up to its cap.
+    pub(crate) fn new(module: Arc<str>, limits: &Limits) -> Self {
+        let stderr = MemoryOutputPipe::new(limits.stderr_bytes());
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        ReviewState {
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+            limiter: Limiter {
+                memory_bytes: limits.memory_bytes(),
+                table_elements: limits.table_elements(),
+                hit: None,
+            },
+            module,
+            logs: ReviewLogs::default(),
+            log_bytes: 0,
+            max_log_entries: limits.log_entries(),
+            max_log_bytes: limits.log_bytes(),
+        }
+    }
+
+    /// The logs, with stderr attached.
+    pub(crate) fn into_logs(self) -> ReviewLogs {
+        let mut logs = self.logs;
+        logs.stderr = String::from_utf8_lossy(&self.stderr.contents()).into_owned();
+        logs
+    }
+}
+
+impl WasiView for ReviewState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn level_name(level: Level) -> &'static str {
+    match level {
+        Level::Trace => "trace",
+        Level::Debug => "debug",
+        Level::Info => "info",
+        Level::Warn => "warn",
+        Level::Error => "error",
+    }
+}
+
+impl crate::contract::types::Host for ReviewState {}
+
+impl logging::Host for ReviewState {
+    fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
+        let size = message.len()
+            + fields
+                .iter()
+                .map(|(key, value)| key.len() + value.len())
+                .sum::<usize>();
+        if self.logs.entries.len() >= self.max_log_entries
+            || self.log_bytes.saturating_add(size) > self.max_log_bytes
+        {
+            self.logs.dropped += 1;
+            return;
+        }
+        self.log_bytes += size;
+        let module = &*self.module;
+        let rendered = fields
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        match level {
+            Level::Trace => {
+                tracing::trace!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+            }
+            Level::Debug => {
+                tracing::debug!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+            }
+            Level::Info => {
+                tracing::info!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+            }
+            Level::Warn => {
+                tracing::warn!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+            }
+            Level::Error => {
+                tracing::error!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+            }
+        }
+        self.logs.entries.push(GuestLog {
+            level: level_name(level),
+            message,
+            fields,
+        });
+    }
+
+    fn max_level(&mut self) -> Level {
+        match LevelFilter::current() {
+            LevelFilter::TRACE => Level::Trace,
+            LevelFilter::DEBUG => Level::Debug,
+            LevelFilter::INFO => Level::Info,
+            LevelFilter::WARN => Level::Warn,
+            _ => Level::Error,
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! Every failure class fails closed with its own code, and the same sandbox
+//! serves the next review normally afterwards.
+
+use std::time::Duration;
+
+use gatehouse::answer::{Action, REVIEW_FAILED_MESSAGE, TIMEOUT_MESSAGE};
+use gatehouse::chain::{Chain, ChainLink, OnFailure, Verdict};
+use gatehouse::context::ReviewContext;
+use gatehouse::elicitation::{ElicitationParams, RequestId};
+use gatehouse::outcome::Decision;
+use gatehouse::request::ReviewRequest;
+use gatehouse::sandbox::{Limits, LoadError};
+use gatehouse_tests::{guest, load, sandbox, sandbox_with};
+use serde_json::{Value, json};
+
+fn form_request(schema: Value) -> ReviewRequest {
+    let params = ElicitationParams::from_wire(&json!({
+        "message": "Allow read_file?",
+        "requestedSchema": schema,
+        "_meta": {"codex_request_type": "approval_request",
+                  "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}
+    }))
+    .expect("valid params");
+    ReviewRequest::new(params, ReviewContext::new("docs", RequestId::Number(1)))
+}
+
+fn approval_request() -> ReviewRequest {
+    form_request(json!({"type": "object", "properties": {}}))
+}
+
+fn url_request() -> ReviewRequest {
+    let params = ElicitationParams::from_wire(&json!({
+        "mode": "url", "message": "Sign in", "url": "https://auth.example.com/", "elicitationId": "e1"
+    }))
+    .expect("valid params");
+    ReviewRequest::new(
+        params,
+        ReviewContext::new("docs", RequestId::Text("u".into())),
+    )
+}
+
+/// The guardian, allowing everything: the "next review is normal" probe.
+fn guardian_accepts(sandbox: &gatehouse::sandbox::Sandbox) {
+    let guardian = load(sandbox, "gatehouse_guardian");
+    let report = Chain::new(vec![
+        ChainLink::new(guardian).with_config(r#"{"default":"allow"}"#),
+    ])
+    .review(&approval_request());
+    assert!(
+        matches!(&report.verdict, Verdict::Decided { outcome, .. }
+            if matches!(outcome.decision, Decision::Accept { .. })),
+        "the review after a failure is not normal: {:?}",
+        report.verdict
+    );
+}
+
+fn assert_fails_closed(guest_name: &str, request: &ReviewRequest, code: &str, message: &str) {
+    let sandbox = sandbox();
+    let module = load(&sandbox, guest_name);
+    let report = Chain::new(vec![ChainLink::new(module)]).review(request);
+    match &report.verdict {
+        Verdict::Failed { failure, .. } => assert_eq!(failure.code(), code, "{failure}"),
+        other => panic!("{guest_name}: expected failure {code}, got {other:?}"),
+    }
+    let answer = report.answer().expect("a failure is answered");
+    assert_eq!(answer.action, Action::Decline);
+    let meta = answer.meta.expect("failure answers carry _meta");
+    assert_eq!(meta["approvals_reviewer"], "auto_review");
+    assert_eq!(meta["message"], message);
+    guardian_accepts(&sandbox);
+}
+
+#[test]
+fn endless_loop_hits_the_deadline() {
+    assert_fails_closed(
+        "test_guest_spin",
+        &approval_request(),
+        "deadline",
+        TIMEOUT_MESSAGE,
+    );
+}
+
+#[test]
+fn memory_bomb_hits_the_memory_cap() {
+    assert_fails_closed(
+        "test_guest_grow_memory",
+        &approval_request(),
+        "memory",
+        REVIEW_FAILED_MESSAGE,
+    );
+}
+
+#[test]
+fn panic_is_a_trap_and_its_message_is_captured() {
+    assert_fails_closed(
+        "test_guest_trap",
+        &approval_request(),
+        "trap",
+        REVIEW_FAILED_MESSAGE,
+    );
+    let sandbox = sandbox();
+    let report = load(&sandbox, "test_guest_trap").review("{}", &approval_request());
+    assert!(
+        report
+            .logs
+            .stderr
+            .contains("the trap test guest always panics"),
+        "stderr: {:?}",
+        report.logs.stderr
+    );
+}
+
+#[test]
+fn endless_recursion_overflows_the_stack() {
+    assert_fails_closed(
+        "test_guest_deep_recursion",
+        &approval_request(),
+        "stack-overflow",
+        REVIEW_FAILED_MESSAGE,
+    );
+}
+
+#[test]
+fn huge_output_is_refused() {
+    assert_fails_closed(
+        "test_guest_huge_output",
+        &approval_request(),
+        "output-too-large",
+        REVIEW_FAILED_MESSAGE,
+    );
+}
+
+#[test]
+fn output_just_over_the_cap_is_refused_below_it_accepted() {
+    // huge-output returns a 4 MiB rationale: over a 1 MiB cap, under an 8 MiB one.
+    let strict = sandbox_with(Limits::builder().output_bytes(1 << 20).build());
+    let report = load(&strict, "test_guest_huge_output").review("{}", &approval_request());
+    assert_eq!(
+        report.result.map_err(|failure| failure.code()),
+        Err("output-too-large")
+    );
+    let roomy = sandbox_with(
+        Limits::builder()
+            .output_bytes(8 << 20)
+            .memory_bytes(32 << 20)
+            .build(),
+    );
+    let report = load(&roomy, "test_guest_huge_output").review("{}", &approval_request());
+    assert!(report.result.is_ok(), "{:?}", report.result);
+}
+
+#[test]
+fn content_that_is_not_json_is_refused() {
+    assert_fails_closed(
+        "test_guest_bad_json",
+        &approval_request(),
+        "invalid-content",
+        REVIEW_FAILED_MESSAGE,
+    );
+}
+
+#[test]
+fn url_accept_with_content_is_refused() {
+    assert_fails_closed(
+        "test_guest_url_content",
+        &url_request(),
+        "url-content",
+        REVIEW_FAILED_MESSAGE,
+    );
+}
+
+#[test]
+fn content_that_breaks_the_schema_is_refused() {
+    // url-content accepts with `{}`: a form that requires `name` must refuse it.
+    let schema =
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    assert_fails_closed(
+        "test_guest_url_content",
+        &form_request(schema),
+        "schema-mismatch",
+        REVIEW_FAILED_MESSAGE,
+    );
+}
+
+#[test]
+fn allowlist_content_is_validated_against_the_schema() {
+    let sandbox = sandbox();
+    let allowlist = load(&sandbox, "gatehouse_allowlist");
+    let schema =
+        json!({"type": "object", "properties": {"age": {"type": "integer", "minimum": 18}}});
+    let accept = |content: Value| {
+        let config = json!({"rules": [{"decision": "accept", "content": content}]}).to_string();
+        allowlist
+            .review(&config, &form_request(schema.clone()))
+            .result
+    };
+    assert!(accept(json!({"age": 30})).is_ok());
+    assert_eq!(
+        accept(json!({"age": 3})).map_err(|failure| failure.code()),
+        Err("schema-mismatch")
+    );
+    assert_eq!(
+        accept(json!({"nickname": "x"})).map_err(|failure| failure.code()),
+        Err("schema-mismatch")
+    );
+}
+
+#[test]
+fn log_flood_is_capped_and_counted() {
+    let sandbox = sandbox_with(Limits::builder().deadline(Duration::from_secs(5)).build());
+    let report = load(&sandbox, "test_guest_log_flood").review("{}", &approval_request());
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    let cap = Limits::default().log_entries();
+    assert_eq!(report.logs.entries.len(), cap);
+    assert_eq!(report.logs.dropped, 10_000 - cap);
+}
+
+#[test]
+fn every_review_gets_a_fresh_instance() {
+    let sandbox = sandbox();
+    let counter = load(&sandbox, "test_guest_counter");
+    for _ in 0..5 {
+        let report = counter.review("{}", &approval_request());
+        assert_eq!(
+            report.result.map(|outcome| outcome.decision),
+            Ok(Decision::Decline {
+                message: Some("1".to_owned())
+            })
+        );
+    }
+}
+
+#[test]
+fn nothing_outside_the_sandbox_is_reachable() {
+    let sandbox = sandbox();
+    let escape = load(&sandbox, "test_guest_escape");
+    let report = escape.review("{}", &approval_request());
+    assert_eq!(
+        report.result.map(|outcome| outcome.decision),
+        Ok(Decision::Decline {
+            message: Some("file=false dir=false env=0 args=0 clock=true".to_owned())
+        })
+    );
+}
+
+#[test]
+fn a_failure_can_be_passed_on_to_the_next_module() {
+    let sandbox = sandbox();
+    let trap = load(&sandbox, "test_guest_trap");
+    let guardian = load(&sandbox, "gatehouse_guardian");
+    let chain = Chain::new(vec![
+        ChainLink::new(trap).with_on_failure(OnFailure::Defer),
+        ChainLink::new(guardian).with_config(r#"{"default":"allow"}"#),
+    ]);
+    let report = chain.review(&approval_request());
+    assert_eq!(report.steps.len(), 2);
+    assert!(report.steps[0].result.is_err());
+    assert!(matches!(report.verdict, Verdict::Decided { step: 1, .. }));
+}
+
+#[test]
+fn first_decision_wins_and_later_modules_do_not_run() {
+    let sandbox = sandbox();
+    let allowlist = load(&sandbox, "gatehouse_allowlist");
+    let spin = load(&sandbox, "test_guest_spin");
+    let chain = Chain::new(vec![
+        ChainLink::new(allowlist)
+            .with_config(r#"{"rules":[{"server":"docs","decision":"decline","message":"no"}]}"#),
+        ChainLink::new(spin),
+    ]);
+    let report = chain.review(&approval_request());
+    assert_eq!(report.steps.len(), 1);
+    let answer = report.answer().expect("decided");
+    assert_eq!(answer.action, Action::Decline);
+    assert_eq!(answer.meta.expect("meta")["message"], "no");
+}
+
+#[test]
+fn all_defer_means_no_answer() {
+    let sandbox = sandbox();
+    let allowlist = load(&sandbox, "gatehouse_allowlist");
+    let report = Chain::new(vec![ChainLink::new(allowlist)]).review(&approval_request());
+    assert_eq!(report.verdict, Verdict::Deferred);
+    assert!(report.answer().is_none());
+}
+
+#[test]
+fn a_component_of_another_world_is_refused_by_name() {
+    let sandbox = sandbox();
+    let path = guest("test_guest_wrong_world");
+    let error = sandbox
+        .load_file(&path, None)
+        .expect_err("wrong world must not load");
+    assert!(matches!(error, LoadError::NotAReviewer { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("test_guest_wrong_world.wasm"), "{message}");
+    assert!(
+        message.contains("gatehouse:reviewer/review@0.1.0"),
+        "{message}"
+    );
+}
+
+#[test]
+fn core_modules_and_garbage_are_refused_with_advice() {
+    let sandbox = sandbox();
+    let core = b"\0asm\x01\0\0\0";
+    let error = sandbox
+        .load_bytes("core", "core.wasm", core, None)
+        .expect_err("core module");
+    assert!(matches!(error, LoadError::CoreModule(_)), "{error:?}");
+    assert!(error.to_string().contains("wasm32-wasip2"));
+    let error = sandbox
+        .load_bytes("junk", "junk.wasm", b"not wasm at all", None)
+        .expect_err("garbage");
+    assert!(matches!(error, LoadError::Compile { .. }), "{error:?}");
+}
+
+#[test]
+fn a_pinned_digest_must_match() {
+    let sandbox = sandbox();
+    let path = guest("gatehouse_allowlist");
+    let module = sandbox.load_file(&path, None).expect("loads");
+    let digest = module.digest().to_owned();
+    assert_eq!(digest.len(), 64);
+    sandbox
+        .load_file(&path, Some(&digest.to_uppercase()))
+        .expect("the right pin loads, in any case");
+    let wrong = "0".repeat(64);
+    let error = sandbox
+        .load_file(&path, Some(&wrong))
+        .expect_err("wrong pin");
+    match error {
+        LoadError::DigestMismatch {
+            expected, actual, ..
+        } => {
+            assert_eq!(expected, wrong);
+            assert_eq!(actual, digest);
+        }
+        other => panic!("expected a digest mismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn describe_reports_claims() {
+    let sandbox = sandbox();
+    let info = load(&sandbox, "gatehouse_guardian")
+        .describe()
+        .expect("describe");
+    assert_eq!(info.name, "guardian");
+    assert!(
+        info.claims
+            .iter()
+            .any(|claim| claim == "guardian-compatible")
+    );
+}
