@@ -353,3 +353,41 @@ fn describe_reports_claims() {
             .any(|claim| claim == "guardian-compatible")
     );
 }
+
+#[test]
+fn a_module_of_another_contract_version_is_refused_by_version() {
+    let sandbox = sandbox();
+    let path = guest("test_guest_future_contract");
+    let error = sandbox
+        .load_file(&path, None)
+        .expect_err("0.2.0 must not load");
+    match &error {
+        LoadError::UnsupportedVersion {
+            interface, found, ..
+        } => {
+            assert_eq!(interface, "gatehouse:reviewer/review");
+            assert_eq!(found, "0.2.0");
+        }
+        other => panic!("expected an unsupported version, got {other:?}"),
+    }
+    assert!(
+        error
+            .to_string()
+            .contains("test_guest_future_contract.wasm")
+    );
+}
+
+#[test]
+fn a_module_importing_more_than_the_host_offers_is_refused_by_name() {
+    let sandbox = sandbox();
+    let path = guest("test_guest_extra_import");
+    let error = sandbox
+        .load_file(&path, None)
+        .expect_err("extra import must not load");
+    match &error {
+        LoadError::UnsupportedImport { import, .. } => {
+            assert_eq!(import, "test:extra/secrets@1.0.0")
+        }
+        other => panic!("expected an unsupported import, got {other:?}"),
+    }
+}

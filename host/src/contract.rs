@@ -11,8 +11,8 @@ wasmtime::component::bindgen!({
     path: "../wit",
 });
 
-pub use exports::gatehouse::reviewer::review;
-pub use gatehouse::reviewer::{logging, types};
+pub use self::exports::gatehouse::reviewer::review;
+pub use self::gatehouse::reviewer::{logging, types};
 
 /// The contract package name.
 pub const PACKAGE: &str = "gatehouse:reviewer";

@@ -175,3 +175,80 @@ pub fn decide(config: &Config, subject: &Subject<'_>) -> (Answer, String) {
     };
     (answer, rationale)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(json: &str) -> Config {
+        serde_json::from_str(json).expect("valid config")
+    }
+
+    const FORM: Subject<'static> = Subject {
+        server: "docs",
+        tool: Some("read_file"),
+        url: None,
+    };
+
+    #[test]
+    fn first_matching_rule_wins() {
+        let config = config(
+            r#"{"rules": [
+                {"server": "docs", "tool": "read_*", "decision": "accept"},
+                {"server": "*", "decision": "decline", "message": "no"}
+            ]}"#,
+        );
+        assert_eq!(
+            decide(&config, &FORM).0,
+            Answer::Accept(Some("{}".to_owned()))
+        );
+        let other = Subject {
+            tool: Some("write_file"),
+            ..FORM
+        };
+        assert_eq!(
+            decide(&config, &other).0,
+            Answer::Decline(Some("no".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_tool_pattern_never_matches_a_request_without_a_tool() {
+        let config = config(r#"{"rules": [{"tool": "*", "decision": "accept"}]}"#);
+        let untooled = Subject { tool: None, ..FORM };
+        assert_eq!(decide(&config, &untooled).0, Answer::Defer);
+    }
+
+    #[test]
+    fn modes_and_urls_are_matched() {
+        let config = config(
+            r#"{"rules": [{"mode": "url", "url": "https://*.example.com/*", "decision": "accept"}],
+                "default": "decline"}"#,
+        );
+        let good = Subject {
+            url: Some("https://auth.example.com/login"),
+            ..FORM
+        };
+        let bad = Subject {
+            url: Some("https://evil.test/login"),
+            ..FORM
+        };
+        assert_eq!(decide(&config, &good).0, Answer::Accept(None));
+        assert_eq!(decide(&config, &bad).0, Answer::Decline(None));
+        assert_eq!(decide(&config, &FORM).0, Answer::Decline(None));
+    }
+
+    #[test]
+    fn accept_content_comes_from_the_rule() {
+        let config = config(r#"{"rules": [{"decision": "accept", "content": {"ok": true}}]}"#);
+        assert_eq!(
+            decide(&config, &FORM).0,
+            Answer::Accept(Some(r#"{"ok":true}"#.to_owned()))
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        assert!(serde_json::from_str::<Config>(r#"{"rulez": []}"#).is_err());
+    }
+}

@@ -1,0 +1,92 @@
+//! One review through the reference guardian: a fresh sandboxed instance per
+//! review, beside the same decision logic compiled natively.
+//!
+//! Run: `.ci/build-guests && cargo bench -p gatehouse --bench review`
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use gatehouse::chain::{Chain, ChainLink};
+use gatehouse::context::ReviewContext;
+use gatehouse::elicitation::{ElicitationParams, RequestId};
+use gatehouse::request::ReviewRequest;
+use gatehouse::sandbox::{Limits, Sandbox};
+use gatehouse_guardian::input::{Catalog, Input, Mode, Policy, RequestId as GuestId, Reviewer};
+use serde_json::json;
+
+const CONFIG: &str = r#"{"allow":[{"server":"docs","tool":"read_*"}],"deny":[{"tool":"drop_*"}]}"#;
+
+fn guardian_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    );
+    target.join("wasm32-wasip2/guest/gatehouse_guardian.wasm")
+}
+
+/// A 1 KB approval elicitation.
+fn wire_params() -> serde_json::Value {
+    json!({
+        "message": "Allow the agent to run read_file on the docs server? It reads a file from the documentation checkout and returns its text.",
+        "requestedSchema": {"type": "object", "properties": {}},
+        "_meta": {
+            "codex_request_type": "approval_request",
+            "codex_approval_kind": "mcp_tool_call",
+            "tool_name": "read_file",
+            "tool_title": "Read file",
+            "tool_description": "Reads a UTF-8 file below the documentation root and returns its contents.",
+            "connector_name": "Docs",
+            "tool_params": {
+                "path": "guides/getting-started/installation.md",
+                "encoding": "utf-8",
+                "max_bytes": 65536,
+                "context": "The user asked how to install the project on a fresh machine; the agent wants to quote the installation guide verbatim, including the prerequisites section and the troubleshooting notes at the end of the page. ".repeat(2)
+            }
+        }
+    })
+}
+
+fn bench(c: &mut Criterion) {
+    let params = wire_params();
+    let size = params.to_string().len();
+    let request = ReviewRequest::new(
+        ElicitationParams::from_wire(&params).expect("valid params"),
+        ReviewContext::new("docs", RequestId::Number(1)),
+    );
+
+    let mut group = c.benchmark_group(format!("guardian review ({size} B elicitation)"));
+
+    let sandbox = Sandbox::new(Limits::default()).expect("sandbox");
+    let module = sandbox
+        .load_file(guardian_path(), None)
+        .unwrap_or_else(|error| panic!("{error} (run .ci/build-guests first)"));
+    let chain = Chain::new(vec![ChainLink::new(Arc::new(module)).with_config(CONFIG)]);
+    assert!(chain.review(&request).answer().is_some());
+    group.bench_function("sandboxed, fresh instance", |b| {
+        b.iter(|| chain.review(&request))
+    });
+
+    let meta =
+        serde_json::Value::Object(request.params().meta.clone().unwrap_or_default()).to_string();
+    let schema = r#"{"type":"object","properties":{}}"#;
+    let input = Input {
+        mode: Mode::Form {
+            requested_schema: schema,
+        },
+        meta: Some(&meta),
+        server_name: "docs",
+        request_id: GuestId::Number(1),
+        policy: Policy::OnRequest,
+        reviewer: Reviewer::AutoReview,
+        auto_approve_prompts: false,
+        catalog: Catalog::Unavailable,
+    };
+    group.bench_function("native logic", |b| {
+        b.iter(|| gatehouse_guardian::logic::review(CONFIG, &input))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

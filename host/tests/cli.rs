@@ -1,0 +1,238 @@
+//! The `gatehouse` binary: `review` and `inspect` on real guest components,
+//! standard wire formats in and out, exit codes that tell what happened.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A built guest (see `.ci/build-guests`).
+fn guest(name: &str) -> PathBuf {
+    let dir = std::env::var_os("GATEHOUSE_GUESTS_DIR").map_or_else(
+        || {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| root().join("target"), PathBuf::from)
+                .join("wasm32-wasip2/guest")
+        },
+        PathBuf::from,
+    );
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run .ci/build-guests",
+        path.display()
+    );
+    path
+}
+
+fn gatehouse(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("gatehouse runs")
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect()
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, value: &Value) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, value.to_string()).expect("write");
+    path.display().to_string()
+}
+
+#[test]
+fn review_prints_the_wire_answer_and_exits_0_when_decided() {
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "review",
+        "--module",
+        guardian.to_str().unwrap(),
+        "--module-config",
+        r#"{"allow":[{"server":"docs","tool":"read_*"}]}"#,
+        "--server",
+        "docs",
+        "--request",
+        "examples/requests/approve-read-only.json",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = json_lines(&output);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(
+        lines[0]["answer"],
+        json!({"action": "accept", "content": {}, "_meta": {"approvals_reviewer": "auto_review"}})
+    );
+    assert_eq!(lines[0]["steps"][0]["result"]["outcome"]["risk"], "low");
+}
+
+#[test]
+fn review_exits_3_when_every_module_defers() {
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "review",
+        "--module",
+        guardian.to_str().unwrap(),
+        "--request",
+        "examples/requests/person-form.json",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert_eq!(json_lines(&output)[0]["answer"], Value::Null);
+}
+
+#[test]
+fn review_exits_4_and_declines_when_a_module_fails() {
+    let spin = guest("test_guest_spin");
+    let output = gatehouse(&[
+        "review",
+        "--module",
+        spin.to_str().unwrap(),
+        "--request",
+        "examples/requests/approve-read-only.json",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let line = &json_lines(&output)[0];
+    assert_eq!(line["verdict"]["code"], "deadline");
+    assert_eq!(line["answer"]["action"], "decline");
+}
+
+#[test]
+fn a_json_rpc_message_gives_its_id_and_tools_bind_identity() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tools = write(
+        &dir,
+        "tools.json",
+        &json!({"tools": [{"name": "delete_branch", "title": "Delete a branch",
+                           "inputSchema": {"type": "object"},
+                           "annotations": {"destructiveHint": true}}]}),
+    );
+    let context = write(&dir, "context.json", &json!({"server_name": "github"}));
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "review",
+        "--module",
+        guardian.to_str().unwrap(),
+        "--module-config",
+        r#"{"default":"allow"}"#,
+        "--context",
+        &context,
+        "--tools",
+        &tools,
+        "--request",
+        "examples/requests/deny-destructive.json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("server github, id 12"), "{text}");
+    assert!(text.contains("marked destructive"), "{text}");
+    assert!(
+        text.contains("This action was rejected due to unacceptable risk."),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_config_file_builds_the_chain() {
+    let output = gatehouse(&[
+        "review",
+        "--config",
+        "examples/demo.toml",
+        "--server",
+        "docs",
+        "--request",
+        "examples/requests/url-sign-in.json",
+        "--request",
+        "examples/requests/deny-drop-table.json",
+        "--format",
+        "json",
+    ]);
+    let lines = json_lines(&output);
+    assert_eq!(lines.len(), 2, "{output:?}");
+    assert_eq!(lines[0]["answer"]["action"], "accept");
+    assert_eq!(lines[0]["steps"][0]["module"], "allowlist");
+    assert_eq!(lines[1]["answer"]["action"], "decline");
+    assert_eq!(lines[1]["steps"][1]["module"], "guardian");
+    assert!(
+        lines[1]["answer"]["_meta"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("dropping data needs a person"))
+    );
+}
+
+#[test]
+fn bad_input_names_the_file_and_exits_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let request = write(
+        &dir,
+        "nested.json",
+        &json!({
+            "message": "?",
+            "requestedSchema": {"type": "object", "properties": {"a": {"type": "object"}}}
+        }),
+    );
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "review",
+        "--module",
+        guardian.to_str().unwrap(),
+        "--request",
+        &request,
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("nested.json"), "{stderr}");
+    assert!(stderr.contains("property `a`"), "{stderr}");
+
+    let output = gatehouse(&[
+        "review",
+        "--module",
+        guest("test_guest_wrong_world").to_str().unwrap(),
+        "--request",
+        "examples/requests/approve-read-only.json",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("test_guest_wrong_world.wasm: does not export"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn inspect_reports_contract_digest_and_claims() {
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&["inspect", guardian.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["contract_version"], "0.1.0");
+    assert_eq!(report["reviewer"]["ok"]["name"], "guardian");
+    let bytes = std::fs::read(&guardian).expect("read");
+    assert_eq!(report["size"], bytes.len());
+    assert_eq!(report["sha256"].as_str().map(str::len), Some(64));
+    assert!(
+        report["imports"]
+            .as_array()
+            .expect("imports")
+            .iter()
+            .any(|import| import == "gatehouse:reviewer/logging@0.1.0")
+    );
+
+    let wrong = guest("test_guest_wrong_world");
+    let output = gatehouse(&["inspect", wrong.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("NOT LOADABLE"));
+}
