@@ -37,6 +37,10 @@ use crate::elicitation::ElicitationParams;
 use crate::outcome::{Decision, RiskLevel};
 use crate::request::ReviewRequest;
 
+/// The `expect.decision` that accepts any outcome but a failure: the
+/// contract suite's "the module answers this input" check.
+pub const ANY_DECISION: &str = "any";
+
 /// One case.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,7 +69,8 @@ pub struct Case {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
-    /// `accept`, `decline`, `cancel`, `defer` or `failure`.
+    /// `accept`, `decline`, `cancel`, `defer`, `failure`, or `any` (any
+    /// outcome but a failure).
     pub decision: String,
     /// The exact `_meta.message` of the answer; `null` for none.
     #[serde(
@@ -252,7 +257,11 @@ impl Expect {
             ),
         };
         let got_decision = got.split(' ').next().unwrap_or_default();
-        if got_decision != self.decision {
+        if self.decision == ANY_DECISION {
+            if matches!(report.verdict, Verdict::Failed { .. }) {
+                mismatches.push(format!("decision: expected any answer, got {got}"));
+            }
+        } else if got_decision != self.decision {
             mismatches.push(format!("decision: expected {}, got {got}", self.decision));
         }
         if let Some(expected) = &self.message

@@ -45,6 +45,11 @@ pub enum ReviewFailure {
     /// A URL-mode accept carried content (URL accepts are consent only).
     #[error("accepted a URL-mode elicitation with content; URL accepts carry none")]
     UrlContent,
+    /// The module called a host function it is denied (under
+    /// [`WasiPolicy::Deny`](crate::sandbox::WasiPolicy::Deny)): files,
+    /// environment, arguments or sockets.
+    #[error("called `{0}`, which the sandbox denies")]
+    DeniedImport(String),
     /// The module could not be instantiated (for example the instance pool
     /// is exhausted).
     #[error("could not be instantiated: {0}")]
@@ -69,6 +74,7 @@ impl ReviewFailure {
             ReviewFailure::InvalidContent(_) => "invalid-content",
             ReviewFailure::SchemaMismatch(_) => "schema-mismatch",
             ReviewFailure::UrlContent => "url-content",
+            ReviewFailure::DeniedImport(_) => "denied-import",
             ReviewFailure::Instantiate(_) => "instantiate",
         }
     }

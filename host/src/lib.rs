@@ -33,6 +33,7 @@ pub mod answer;
 pub mod cases;
 pub mod chain;
 pub mod config;
+pub mod conformance;
 pub mod context;
 pub mod contract;
 pub mod elicitation;

@@ -236,3 +236,79 @@ fn inspect_reports_contract_digest_and_claims() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stdout).contains("NOT LOADABLE"));
 }
+
+#[test]
+fn conformance_passes_the_guardian_and_prints_junit() {
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "conformance",
+        guardian.to_str().unwrap(),
+        "--format",
+        "junit",
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let xml = String::from_utf8_lossy(&output.stdout);
+    assert!(xml.contains("<testsuite name=\"contract\""), "{xml}");
+    assert!(xml.contains("<testsuite name=\"guardian\""), "{xml}");
+    assert!(!xml.contains("<failure"), "{xml}");
+}
+
+#[test]
+fn conformance_exits_2_and_names_the_failed_check() {
+    let counter = guest("test_guest_counter");
+    let output = gatehouse(&[
+        "conformance",
+        counter.to_str().unwrap(),
+        "--suite",
+        "contract",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("FAIL contract / stateless"), "{text}");
+}
+
+#[test]
+fn conformance_runs_an_own_case_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        &dir,
+        "mine.json",
+        &json!([{
+            "name": "my server's deletes are declined",
+            "request": {"message": "?", "requestedSchema": {"type": "object", "properties": {}},
+                        "_meta": {"codex_request_type": "approval_request",
+                                  "codex_approval_kind": "mcp_tool_call", "tool_name": "delete_all"}},
+            "context": {"server_name": "mine", "request_id": 1},
+            "config": {"deny": [{"tool": "delete_*"}]},
+            "expect": {"decision": "accept"}
+        }]),
+    );
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "conformance",
+        guardian.to_str().unwrap(),
+        "--suite",
+        "contract",
+        "--cases",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    // The case expects the wrong decision on purpose: the kit must say so.
+    assert_eq!(output.status.code(), Some(2));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let row = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .find(|row| row["suite"] == "cases")
+        .expect("a cases row")
+        .clone();
+    assert_eq!(row["passed"], false);
+    assert_eq!(row["got"], "decline");
+}

@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch. Each command lives in its own module and
 //! returns the process exit code; errors are reported by `main`.
 
+mod conformance;
 mod inspect;
 mod review;
 
@@ -23,6 +24,7 @@ pub struct Cli {
 enum Command {
     Review(review::ReviewArgs),
     Inspect(inspect::InspectArgs),
+    Conformance(conformance::ConformanceArgs),
 }
 
 /// How results are printed.
@@ -34,18 +36,30 @@ pub enum Format {
     Json,
 }
 
+impl Cli {
+    /// The log level when no -v is given: the conformance kit provokes
+    /// failures on purpose, so it logs errors only.
+    pub fn quiet_level(&self) -> &'static str {
+        match self.command {
+            Command::Conformance(_) => "error",
+            Command::Review(_) | Command::Inspect(_) => "warn",
+        }
+    }
+}
+
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Review(args) => review::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Conformance(args) => conformance::run(args),
     }
 }
 
-/// Logs to stderr at warn (or more with -v); `RUST_LOG` overrides.
-pub fn init_tracing(verbose: u8) {
+/// Logs to stderr at `quiet` (or more with -v); `RUST_LOG` overrides.
+pub fn init_tracing(verbose: u8, quiet: &str) {
     let default = match verbose {
-        0 => "warn",
+        0 => quiet,
         1 => "debug",
         _ => "trace",
     };

@@ -168,7 +168,7 @@ fn build_chain(args: &ReviewArgs) -> anyhow::Result<(Sandbox, Chain)> {
 }
 
 /// Reads `@FILE` or takes the text, and checks it is JSON.
-fn module_config(text: &str) -> anyhow::Result<String> {
+pub fn module_config(text: &str) -> anyhow::Result<String> {
     let (origin, text) = match text.strip_prefix('@') {
         Some(path) => (
             path.to_owned(),

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::module::ReviewerModule;
-use super::{MEMORIES_PER_COMPONENT, Shared, TABLES_PER_COMPONENT};
+use super::{MEMORIES_PER_COMPONENT, Shared, TABLES_PER_COMPONENT, WasiPolicy};
 use crate::contract::{self, LOGGING_INTERFACE, REVIEW_INTERFACE, split_versioned};
 
 /// Why a module could not be loaded. Each error names the module's source.
@@ -130,24 +130,37 @@ pub(crate) fn load(
     if is_core_module(bytes) {
         return Err(LoadError::CoreModule(source.to_owned()));
     }
-    let component = Component::new(&shared.engine, bytes).map_err(|error| LoadError::Compile {
-        module: source.to_owned(),
-        detail: format!("{error:#}"),
+    let component = Component::new(&shared.engine, bytes).map_err(|error| {
+        let detail = format!("{error:#}");
+        // wasmtime checks memories against the pool while compiling.
+        if detail.contains("pooling allocator") {
+            LoadError::TooLarge {
+                module: source.to_owned(),
+                detail,
+            }
+        } else {
+            LoadError::Compile {
+                module: source.to_owned(),
+                detail,
+            }
+        }
     })?;
     check_world(&shared, &component, source)?;
     check_resources(&shared, &component, source)?;
-    let pre =
-        shared
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|error| LoadError::WorldMismatch {
-                module: source.to_owned(),
-                detail: format!("{error:#}"),
-            })?;
-    let pre = contract::ReviewerPre::new(pre).map_err(|error| LoadError::WorldMismatch {
+    let world_mismatch = |error: wasmtime::Error| LoadError::WorldMismatch {
         module: source.to_owned(),
         detail: format!("{error:#}"),
-    })?;
+    };
+    let pre = match shared.wasi {
+        WasiPolicy::Closed => shared.linker.instantiate_pre(&component),
+        WasiPolicy::Deny => {
+            let mut linker = shared.linker.clone();
+            super::wasi::stub_denied(&mut linker, &shared.engine, &component)
+                .and_then(|()| linker.instantiate_pre(&component))
+        }
+    }
+    .map_err(world_mismatch)?;
+    let pre = contract::ReviewerPre::new(pre).map_err(world_mismatch)?;
     Ok(ReviewerModule::new(
         shared,
         name.to_owned(),

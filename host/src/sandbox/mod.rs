@@ -15,6 +15,7 @@ mod load;
 mod module;
 mod state;
 mod ticker;
+pub(crate) mod wasi;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ pub use load::LoadError;
 pub(crate) use load::sha256_hex;
 pub use module::{ModuleInfo, ModuleReport, ReviewerModule};
 pub use state::{GuestLog, ReviewLogs};
+pub use wasi::WasiPolicy;
 
 use crate::contract;
 use state::ReviewState;
@@ -55,6 +57,7 @@ pub(crate) struct Shared {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<ReviewState>,
     pub(crate) limits: Limits,
+    pub(crate) wasi: WasiPolicy,
     _ticker: EpochTicker,
 }
 
@@ -75,8 +78,13 @@ impl std::fmt::Debug for Sandbox {
 
 impl Sandbox {
     /// Creates the engine, the instance pool sized by `limits`, the linker and
-    /// the deadline ticker.
+    /// the deadline ticker, with WASI [closed](WasiPolicy::Closed).
     pub fn new(limits: Limits) -> Result<Sandbox, SandboxError> {
+        Sandbox::with_wasi(limits, WasiPolicy::Closed)
+    }
+
+    /// Like [`Sandbox::new`], with the given WASI policy.
+    pub fn with_wasi(limits: Limits, wasi: WasiPolicy) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
         let reviews = limits.concurrent_reviews();
         pool.total_component_instances(reviews)
@@ -98,7 +106,7 @@ impl Sandbox {
         let engine =
             Engine::new(&config).map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        wasi::add_to_linker(&mut linker, wasi)
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
         contract::Reviewer::add_to_linker::<_, HasSelf<ReviewState>>(&mut linker, |state| state)
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
@@ -109,6 +117,7 @@ impl Sandbox {
                 engine,
                 linker,
                 limits,
+                wasi,
                 _ticker: ticker,
             }),
         })
@@ -117,6 +126,11 @@ impl Sandbox {
     /// The limits every review runs under.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
+    }
+
+    /// The WASI policy guests are linked against.
+    pub fn wasi_policy(&self) -> WasiPolicy {
+        self.shared.wasi
     }
 
     /// The engine (for inspection and precompilation).

@@ -11,6 +11,7 @@ use wasmtime::{Store, Trap};
 
 use super::Shared;
 use super::state::{LimitHit, ReviewLogs, ReviewState};
+use super::wasi::DeniedCall;
 use crate::contract;
 use crate::failure::ReviewFailure;
 use crate::outcome::Outcome;
@@ -166,21 +167,12 @@ impl ReviewerModule {
     pub fn review(&self, config: &str, request: &ReviewRequest) -> ModuleReport {
         let started = Instant::now();
         let mut store = self.store();
+        let config = config.to_owned();
         let result = self
-            .call(&mut store, |reviewer, store| {
-                reviewer.gatehouse_reviewer_review().call_review(
-                    store,
-                    &config.to_owned(),
-                    request.wire(),
-                )
-            })
-            .and_then(|outcome| {
-                Outcome::from_guest(
-                    outcome,
-                    &request.params().elicitation,
-                    self.shared.limits.output_bytes(),
-                )
-            });
+            .pre
+            .instantiate(&mut store)
+            .map_err(|error| self.classify(&store, error, true))
+            .and_then(|reviewer| self.review_in(&reviewer, &mut store, &config, request));
         let elapsed = started.elapsed();
         let logs = store.into_data().into_logs();
         if let Err(failure) = &result {
@@ -198,6 +190,54 @@ impl ReviewerModule {
             elapsed,
             logs,
         }
+    }
+
+    /// Reviews `requests` one after another in a single instance, resetting
+    /// the deadline before each. Production reviews never share an instance;
+    /// this exists so the conformance kit can prove that a module carries no
+    /// state from one review to the next (its outcomes here must equal those
+    /// of fresh instances). Stops at the first failure, which ends the list.
+    pub fn review_in_one_instance(
+        &self,
+        config: &str,
+        requests: &[&ReviewRequest],
+    ) -> Vec<Result<Outcome, ReviewFailure>> {
+        let mut store = self.store();
+        let reviewer = match self.pre.instantiate(&mut store) {
+            Ok(reviewer) => reviewer,
+            Err(error) => return vec![Err(self.classify(&store, error, true))],
+        };
+        let config = config.to_owned();
+        let mut results = Vec::with_capacity(requests.len());
+        for request in requests {
+            store.set_epoch_deadline(self.shared.limits.deadline_ticks());
+            let result = self.review_in(&reviewer, &mut store, &config, request);
+            let failed = result.is_err();
+            results.push(result);
+            if failed {
+                break;
+            }
+        }
+        results
+    }
+
+    /// One `review` call on an instance, its outcome checked.
+    fn review_in(
+        &self,
+        reviewer: &contract::Reviewer,
+        store: &mut Store<ReviewState>,
+        config: &String,
+        request: &ReviewRequest,
+    ) -> Result<Outcome, ReviewFailure> {
+        let outcome = reviewer
+            .gatehouse_reviewer_review()
+            .call_review(&mut *store, config, request.wire())
+            .map_err(|error| self.classify(store, error, false))?;
+        Outcome::from_guest(
+            outcome,
+            &request.params().elicitation,
+            self.shared.limits.output_bytes(),
+        )
     }
 
     /// Asks the module to describe itself, in a fresh instance under the same
@@ -269,10 +309,14 @@ impl ReviewerModule {
         }
         // wasmtime's error for exhausted hostcall fuel is a private type;
         // its message is the only handle on it.
-        if format!("{error:#}").contains(HOSTCALL_FUEL_EXHAUSTED) {
+        let text = format!("{error:#}");
+        if text.contains(HOSTCALL_FUEL_EXHAUSTED) {
             return ReviewFailure::OutputTooLarge {
                 limit: limits.output_bytes().max(limits.log_bytes()),
             };
+        }
+        if let Some(denied) = error.downcast_ref::<DeniedCall>() {
+            return ReviewFailure::DeniedImport(denied.0.clone());
         }
         match error.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => ReviewFailure::Deadline(limits.deadline()),
