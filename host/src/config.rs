@@ -19,6 +19,7 @@
 //! config = { deny = [{ tool = "delete_*" }] }
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::chain::{Chain, ChainLink, OnFailure};
+use crate::mcp::config::{RawServer, ServerConfig, ServerConfigError};
 use crate::sandbox::{Limits, LoadError, Sandbox};
 
 /// Why a config could not be used. Each names the file and the field.
@@ -48,6 +50,14 @@ pub enum ConfigError {
         /// What is wrong, and where.
         message: String,
     },
+    /// An `[mcp_servers.*]` table is invalid.
+    #[error("{}: {source}", path.display())]
+    Server {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, naming the server and the field.
+        source: ServerConfigError,
+    },
     /// A module in the chain could not be loaded.
     #[error("{}: review.modules[{index}]: {source}", path.display())]
     Module {
@@ -67,6 +77,12 @@ pub struct Config {
     /// The `[review]` section.
     #[serde(default)]
     pub review: ReviewConfig,
+    /// The `[mcp_servers.<name>]` tables, as written.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, RawServer>,
+    /// The `[capabilities]` section.
+    #[serde(default)]
+    pub capabilities: CapabilitiesConfig,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,
@@ -91,7 +107,26 @@ impl Config {
             message: error.to_string().trim_end().to_owned(),
         })?;
         config.origin = origin.to_path_buf();
+        config.servers()?;
         Ok(config)
+    }
+
+    /// The checked `[mcp_servers]`, in name order. Relative `cwd`s are
+    /// resolved against the config file's directory.
+    pub fn servers(&self) -> Result<Vec<ServerConfig>, ConfigError> {
+        self.mcp_servers
+            .iter()
+            .map(|(name, raw)| {
+                let mut raw = raw.clone();
+                if let Some(cwd) = raw.cwd.as_mut().filter(|cwd| cwd.is_relative()) {
+                    *cwd = self.base_dir().join(&*cwd);
+                }
+                raw.check(name).map_err(|source| ConfigError::Server {
+                    path: self.origin.clone(),
+                    source,
+                })
+            })
+            .collect()
     }
 
     /// The directory relative module paths are resolved against.
@@ -123,6 +158,28 @@ impl Config {
         }
         Ok(Chain::new(links))
     }
+}
+
+/// `[capabilities]`: where plugin folders with MCP servers are discovered.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilitiesConfig {
+    /// Capability roots, relative to the config file.
+    #[serde(default)]
+    pub roots: Vec<RootConfig>,
+    /// Restricted mode: roots outside these directories are skipped.
+    #[serde(default)]
+    pub allowed_dirs: Option<Vec<PathBuf>>,
+}
+
+/// One configured capability root.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootConfig {
+    /// Its id (duplicates: the first wins).
+    pub id: String,
+    /// The directory.
+    pub path: PathBuf,
 }
 
 /// The `[review]` section.
@@ -248,6 +305,25 @@ mod tests {
             serde_json::from_str(&config.review.modules[0].config_json()).unwrap();
         assert_eq!(json["deny"][0]["tool"], "delete_*");
         assert_eq!(config.base_dir(), Path::new("/etc"));
+    }
+
+    #[test]
+    fn server_errors_name_the_file_server_and_field() {
+        let text = "[mcp_servers.both]\ncommand = \"x\"\nurl = \"http://y\"\n";
+        let error = Config::parse(text, Path::new("g.toml")).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "g.toml: mcp_servers.both: `command` and `url` cannot both be set; a server is either stdio (`command`) or HTTP (`url`)"
+        );
+        let text = "[mcp_servers.ok]\ncommand = \"x\"\ncwd = \"sub\"\n";
+        let servers = Config::parse(text, Path::new("/etc/g.toml"))
+            .unwrap()
+            .servers()
+            .unwrap();
+        assert!(matches!(
+            &servers[0].transport,
+            crate::mcp::config::Transport::Stdio { cwd: Some(cwd), .. } if cwd == Path::new("/etc/sub")
+        ));
     }
 
     #[test]

@@ -69,3 +69,57 @@ pub fn load(sandbox: &Sandbox, name: &str) -> Arc<ReviewerModule> {
             .unwrap_or_else(|error| panic!("cannot load {name}: {error}")),
     )
 }
+
+/// The example MCP server binary (`examples/servers`, built by
+/// `cargo test --workspace` or `cargo build -p gatehouse-example-servers`).
+pub fn demo_server() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    let path = target.join("debug").join("demo-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p gatehouse-example-servers`",
+        path.display()
+    );
+    path
+}
+
+/// A `demo-server` serving streamable HTTP on a free loopback port; killed
+/// when dropped.
+pub struct HttpServer {
+    child: std::process::Child,
+    /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl HttpServer {
+    /// Starts one named `name`.
+    pub fn start(name: &str) -> HttpServer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(demo_server())
+            .args(["--name", name, "--http", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("demo-server starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("a listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        HttpServer { child, url }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,146 @@
+//! The servers one folder brings: as a plugin (it has a manifest) or as a
+//! bare `.mcp.json`.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::files::Reader;
+use super::manifest::{MCP_JSON, find_manifest, present, reference_path, server_map};
+use super::names::namespace;
+use super::root::DiscoveredServer;
+use super::servers::{Origin, servers};
+use super::warnings::Warnings;
+
+/// What one folder contributed.
+#[derive(Debug)]
+pub(crate) struct Visit {
+    /// Its servers.
+    pub(crate) servers: Vec<DiscoveredServer>,
+    /// The namespace its subfolders' bare `.mcp.json` files inherit.
+    pub(crate) inherited: Option<String>,
+}
+
+/// The servers of folder `dir` (absolute, inside the root). `inherited` is
+/// the nearest ancestor plugin's namespace; `root_id` names bare
+/// `.mcp.json` files outside any plugin.
+pub(crate) fn visit(
+    dir: &Path,
+    inherited: Option<&str>,
+    root_id: &str,
+    reader: &mut Reader<'_>,
+    warnings: &mut Warnings,
+) -> Visit {
+    if let Some(manifest) = find_manifest(dir) {
+        let (namespace, servers) = plugin(dir, &manifest, reader, warnings);
+        return Visit {
+            servers,
+            inherited: Some(namespace),
+        };
+    }
+    let inherited = inherited.map(str::to_owned);
+    let mcp_json = dir.join(MCP_JSON);
+    if !present(&mcp_json) {
+        return Visit {
+            servers: Vec::new(),
+            inherited,
+        };
+    }
+    if let Ok(canonical) = reader.resolve_inside(&mcp_json)
+        && reader.was_read(&canonical)
+    {
+        // A manifest already pointed at this file.
+        return Visit {
+            servers: Vec::new(),
+            inherited,
+        };
+    }
+    let namespace = inherited
+        .clone()
+        .unwrap_or_else(|| namespace(None, root_id));
+    let servers = server_file(&mcp_json, &namespace, dir, reader, warnings);
+    Visit { servers, inherited }
+}
+
+/// A plugin folder: its namespace and its servers.
+fn plugin(
+    dir: &Path,
+    manifest: &Path,
+    reader: &mut Reader<'_>,
+    warnings: &mut Warnings,
+) -> (String, Vec<DiscoveredServer>) {
+    let folder = dir
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let Some(value) = reader.read_json(manifest, warnings) else {
+        return (namespace(None, &folder), Vec::new());
+    };
+    let Value::Object(mut fields) = value else {
+        warnings.push(format!("{}: not a JSON object", manifest.display()));
+        return (namespace(None, &folder), Vec::new());
+    };
+    let namespace = namespace(fields.get("name").and_then(Value::as_str), &folder);
+    let servers = match fields.remove("mcpServers") {
+        Some(Value::Object(map)) => {
+            let origin = Origin {
+                namespace: &namespace,
+                plugin_dir: dir,
+                source: manifest,
+            };
+            servers(map, &origin, warnings)
+        }
+        Some(Value::String(reference)) => {
+            let resolved =
+                reference_path(dir, &reference).and_then(|path| reader.resolve_inside(&path));
+            match resolved {
+                Ok(path) => server_file(&path, &namespace, dir, reader, warnings),
+                Err(reason) => {
+                    warnings.push(format!(
+                        "{}: refusing `mcpServers` path {reference:?}: {reason}; the plugin contributes no servers",
+                        manifest.display()
+                    ));
+                    Vec::new()
+                }
+            }
+        }
+        Some(_) => {
+            warnings.push(format!(
+                "{}: `mcpServers` must be an object or a `./` path",
+                manifest.display()
+            ));
+            Vec::new()
+        }
+        None => {
+            let mcp_json = dir.join(MCP_JSON);
+            if present(&mcp_json) {
+                server_file(&mcp_json, &namespace, dir, reader, warnings)
+            } else {
+                Vec::new()
+            }
+        }
+    };
+    (namespace, servers)
+}
+
+/// The servers in the server file `file`, for a plugin at `plugin_dir`.
+fn server_file(
+    file: &Path,
+    namespace: &str,
+    plugin_dir: &Path,
+    reader: &mut Reader<'_>,
+    warnings: &mut Warnings,
+) -> Vec<DiscoveredServer> {
+    let Some(value) = reader.read_json(file, warnings) else {
+        return Vec::new();
+    };
+    let Some(map) = server_map(value, file, warnings) else {
+        return Vec::new();
+    };
+    let origin = Origin {
+        namespace,
+        plugin_dir,
+        source: file,
+    };
+    servers(map, &origin, warnings)
+}

@@ -1,0 +1,29 @@
+//! Warnings about one root: logged and kept for the caller.
+
+/// The warnings of one root's discovery.
+#[derive(Debug)]
+pub(crate) struct Warnings {
+    root: String,
+    list: Vec<String>,
+}
+
+impl Warnings {
+    /// No warnings yet, for root `root`.
+    pub(crate) fn new(root: &str) -> Self {
+        Self {
+            root: root.to_owned(),
+            list: Vec::new(),
+        }
+    }
+
+    /// Logs `message` and keeps it.
+    pub(crate) fn push(&mut self, message: String) {
+        tracing::warn!(root = %self.root, "{message}");
+        self.list.push(message);
+    }
+
+    /// The warnings, in order.
+    pub(crate) fn into_vec(self) -> Vec<String> {
+        self.list
+    }
+}

@@ -1,0 +1,467 @@
+//! One connection to one MCP server, over stdio or streamable HTTP, through
+//! rmcp: start it within its startup timeout, list its tools (filtered by
+//! `enabled_tools` / `disabled_tools`), call them within the tool timeout,
+//! hand every elicitation it sends to an [`ElicitationHandler`], and report
+//! `notifications/tools/list_changed`.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability,
+    Implementation, JsonObject, RequestId, Tool, UrlElicitationCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{ServerConfig, Transport};
+
+/// Host environment variables every stdio server gets (besides its own
+/// `env` and `env_vars`); everything else in the host's environment stays
+/// out.
+pub const BASE_ENV_VARS: &[&str] = &[
+    "HOME", "PATH", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR",
+];
+
+/// An elicitation a server sent, as on the wire.
+#[derive(Debug, Clone)]
+pub struct IncomingElicitation {
+    /// The configured name of the server.
+    pub server: String,
+    /// The JSON-RPC id of the server's request.
+    pub request_id: RequestId,
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// The request's `params`, `_meta` included, exactly as sent.
+    pub params: Value,
+    /// Cancelled when the server cancels the request or disconnects.
+    pub cancelled: CancellationToken,
+}
+
+/// Decides the elicitations servers send. The gateway plugs its router in
+/// here; [`DeclineAll`] is the safe default.
+pub trait ElicitationHandler: Send + Sync + 'static {
+    /// Answers one elicitation. An `Err` is sent to the server as a JSON-RPC
+    /// error (for example -32602 for an undeclared mode).
+    fn elicit(
+        &self,
+        elicitation: IncomingElicitation,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>>;
+}
+
+/// Declines every elicitation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeclineAll;
+
+impl ElicitationHandler for DeclineAll {
+    fn elicit(
+        &self,
+        _: IncomingElicitation,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
+        Box::pin(async { Ok(ElicitResult::new(ElicitationAction::Decline)) })
+    }
+}
+
+/// What a connection tells its owner.
+#[derive(Clone)]
+pub struct ConnectionHooks {
+    /// Where elicitations go.
+    pub elicitation: Arc<dyn ElicitationHandler>,
+    /// Called with the server's name on `notifications/tools/list_changed`.
+    pub on_tools_changed: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl Default for ConnectionHooks {
+    fn default() -> Self {
+        ConnectionHooks {
+            elicitation: Arc::new(DeclineAll),
+            on_tools_changed: Arc::new(|_| {}),
+        }
+    }
+}
+
+/// Why a server could not be reached or used. Each names the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The configuration cannot be turned into a transport.
+    #[error("mcp server `{server}`: {message}")]
+    Config {
+        /// The server.
+        server: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The process could not be started.
+    #[error("mcp server `{server}`: cannot start `{command}`: {source}")]
+    Spawn {
+        /// The server.
+        server: String,
+        /// The program.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// It did not finish `initialize` in time.
+    #[error("mcp server `{server}`: did not start within {timeout:?} (startup_timeout_sec)")]
+    StartupTimeout {
+        /// The server.
+        server: String,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// `initialize` failed.
+    #[error("mcp server `{server}`: initialization failed: {message}")]
+    Handshake {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A request failed.
+    #[error("mcp server `{server}`: {request} failed: {message}")]
+    Request {
+        /// The server.
+        server: String,
+        /// The request.
+        request: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// A tool call ran past `tool_timeout_sec`.
+    #[error(
+        "mcp server `{server}`: tool `{tool}` did not answer within {timeout:?} (tool_timeout_sec)"
+    )]
+    ToolTimeout {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// The limit.
+        timeout: Duration,
+    },
+}
+
+impl ConnectError {
+    /// The server the error is about.
+    pub fn server(&self) -> &str {
+        match self {
+            ConnectError::Config { server, .. }
+            | ConnectError::Spawn { server, .. }
+            | ConnectError::StartupTimeout { server, .. }
+            | ConnectError::Handshake { server, .. }
+            | ConnectError::Request { server, .. }
+            | ConnectError::ToolTimeout { server, .. } => server,
+        }
+    }
+}
+
+/// The rmcp client side of a connection.
+struct ClientSide {
+    server: String,
+    hooks: ConnectionHooks,
+    protocol_version: Arc<std::sync::OnceLock<String>>,
+    tools_stale: Arc<AtomicBool>,
+}
+
+impl ClientHandler for ClientSide {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::default())
+                .with_url(UrlElicitationCapability::new()),
+        );
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
+        let mut params = serde_json::to_value(&request).unwrap_or(Value::Null);
+        let meta = serde_json::to_value(&context.meta).unwrap_or(Value::Null);
+        if let (Some(object), Value::Object(meta)) = (params.as_object_mut(), meta)
+            && !meta.is_empty()
+        {
+            object.insert("_meta".to_owned(), Value::Object(meta));
+        }
+        let elicitation = IncomingElicitation {
+            server: self.server.clone(),
+            request_id: context.id.clone(),
+            protocol_version: self.protocol_version.get().cloned().unwrap_or_default(),
+            params,
+            cancelled: context.ct.clone(),
+        };
+        self.hooks.elicitation.elicit(elicitation)
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        self.tools_stale.store(true, Ordering::SeqCst);
+        (self.hooks.on_tools_changed)(&self.server);
+        std::future::ready(())
+    }
+}
+
+/// A live connection to one server.
+pub struct Connection {
+    config: ServerConfig,
+    service: RunningService<RoleClient, ClientSide>,
+    protocol_version: String,
+    tools_stale: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("server", &self.config.name)
+            .field("protocol_version", &self.protocol_version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Starts the server and completes `initialize` within its startup
+    /// timeout.
+    pub async fn connect(
+        config: ServerConfig,
+        hooks: ConnectionHooks,
+    ) -> Result<Connection, ConnectError> {
+        let server = config.name.clone();
+        let protocol_version = Arc::new(std::sync::OnceLock::new());
+        let tools_stale = Arc::new(AtomicBool::new(false));
+        let client = ClientSide {
+            server: server.clone(),
+            hooks,
+            protocol_version: protocol_version.clone(),
+            tools_stale: tools_stale.clone(),
+        };
+        let timeout = config.startup_timeout;
+        let started = match &config.transport {
+            Transport::Stdio { .. } => {
+                let transport = stdio_transport(&config)?;
+                tokio::time::timeout(timeout, client.serve(transport)).await
+            }
+            Transport::Http { .. } => {
+                let transport = http_transport(&config)?;
+                tokio::time::timeout(timeout, client.serve(transport)).await
+            }
+        };
+        let service = match started {
+            Err(_) => return Err(ConnectError::StartupTimeout { server, timeout }),
+            Ok(Err(error)) => {
+                return Err(ConnectError::Handshake {
+                    server,
+                    message: error.to_string(),
+                });
+            }
+            Ok(Ok(service)) => service,
+        };
+        let version = service
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+            .unwrap_or_default();
+        let _ = protocol_version.set(version.clone());
+        Ok(Connection {
+            config,
+            service,
+            protocol_version: version,
+            tools_stale,
+        })
+    }
+
+    /// The server's configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The negotiated protocol version.
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol_version
+    }
+
+    /// Whether the connection has closed (the server exited or hung up).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_closed()
+    }
+
+    /// Whether the server said its tools changed since they were last listed.
+    pub fn tools_stale(&self) -> bool {
+        self.tools_stale.load(Ordering::SeqCst)
+    }
+
+    /// Lists the server's tools, less those the configuration hides.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ConnectError> {
+        self.tools_stale.store(false, Ordering::SeqCst);
+        let listed =
+            tokio::time::timeout(self.config.startup_timeout, self.service.list_all_tools()).await;
+        let tools = match listed {
+            Err(_) => {
+                self.tools_stale.store(true, Ordering::SeqCst);
+                return Err(self.request_error("tools/list", "timed out".to_owned()));
+            }
+            Ok(Err(error)) => {
+                self.tools_stale.store(true, Ordering::SeqCst);
+                return Err(self.request_error("tools/list", error.to_string()));
+            }
+            Ok(Ok(tools)) => tools,
+        };
+        Ok(tools
+            .into_iter()
+            .filter(|tool| self.config.exposes(&tool.name))
+            .collect())
+    }
+
+    /// Calls a tool by its name on this server, within `tool_timeout_sec`.
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, ConnectError> {
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let timeout = self.config.tool_timeout;
+        match tokio::time::timeout(timeout, self.service.call_tool(params)).await {
+            Err(_) => Err(ConnectError::ToolTimeout {
+                server: self.config.name.clone(),
+                tool: tool.to_owned(),
+                timeout,
+            }),
+            Ok(Err(error)) => Err(self.request_error("tools/call", error.to_string())),
+            Ok(Ok(result)) => Ok(result),
+        }
+    }
+
+    fn request_error(&self, request: &'static str, message: String) -> ConnectError {
+        ConnectError::Request {
+            server: self.config.name.clone(),
+            request,
+            message,
+        }
+    }
+}
+
+fn stdio_transport(config: &ServerConfig) -> Result<TokioChildProcess, ConnectError> {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        env_vars,
+        cwd,
+    } = &config.transport
+    else {
+        return Err(ConnectError::Config {
+            server: config.name.clone(),
+            message: "not a stdio server".to_owned(),
+        });
+    };
+    let mut process = tokio::process::Command::new(command);
+    process.args(args).env_clear();
+    for name in BASE_ENV_VARS
+        .iter()
+        .copied()
+        .chain(env_vars.iter().map(String::as_str))
+    {
+        if let Some(value) = std::env::var_os(name) {
+            process.env(name, value);
+        }
+    }
+    process.envs(env);
+    if let Some(cwd) = cwd {
+        process.current_dir(cwd);
+    }
+    let spawn_error = |source| ConnectError::Spawn {
+        server: config.name.clone(),
+        command: command.clone(),
+        source,
+    };
+    let (transport, stderr) = TokioChildProcess::builder(process)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    if let Some(stderr) = stderr {
+        let server = config.name.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "gatehouse::server", server = %server, "{line}");
+            }
+        });
+    }
+    Ok(transport)
+}
+
+fn http_transport(
+    config: &ServerConfig,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, ConnectError> {
+    let Transport::Http {
+        url,
+        bearer_token_env_var,
+        headers,
+        env_headers,
+    } = &config.transport
+    else {
+        return Err(ConnectError::Config {
+            server: config.name.clone(),
+            message: "not an HTTP server".to_owned(),
+        });
+    };
+    let config_error = |message: String| ConnectError::Config {
+        server: config.name.clone(),
+        message,
+    };
+    let mut custom = HashMap::new();
+    let mut add = |name: &str, value: &str| -> Result<(), ConnectError> {
+        let header = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|error| config_error(format!("header name {name:?}: {error}")))?;
+        let value = http::HeaderValue::from_str(value)
+            .map_err(|error| config_error(format!("header {name:?}: {error}")))?;
+        custom.insert(header, value);
+        Ok(())
+    };
+    for (name, value) in headers {
+        add(name, value)?;
+    }
+    for (name, variable) in env_headers {
+        let value = std::env::var(variable).map_err(|_| {
+            config_error(format!(
+                "env_http_headers.{name}: environment variable {variable} is not set"
+            ))
+        })?;
+        add(name, &value)?;
+    }
+    let mut transport_config =
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
+    if let Some(variable) = bearer_token_env_var {
+        let token = std::env::var(variable).map_err(|_| {
+            config_error(format!(
+                "bearer_token_env_var: environment variable {variable} is not set"
+            ))
+        })?;
+        transport_config = transport_config.auth_header(token);
+    }
+    Ok(StreamableHttpClientTransport::from_config(transport_config))
+}
