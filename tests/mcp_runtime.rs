@@ -352,3 +352,86 @@ async fn servers_discovered_in_a_capability_root_are_connected() {
         .expect("call the discovered server");
     assert!(text(&result).contains("[found] q"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_credential_reconnects_the_server() {
+    const VARIABLE: &str = "GATEHOUSE_TEST_CREDENTIAL_ROTATION";
+    // SAFETY: no other test reads or writes this variable.
+    unsafe { std::env::set_var(VARIABLE, "first-token") };
+    let web = HttpServer::start("web");
+    let mut server = http("web", &web.url);
+    if let gatehouse::mcp::config::Transport::Http {
+        bearer_token_env_var,
+        ..
+    } = &mut server.transport
+    {
+        *bearer_token_env_var = Some(VARIABLE.to_owned());
+    }
+    let runtime = McpRuntime::new(vec![server], Arc::new(DeclineAll));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    assert!(!runtime.refresh_if_dirty().await.expect("nothing changed"));
+    // SAFETY: as above.
+    unsafe { std::env::set_var(VARIABLE, "rotated-token") };
+    assert!(
+        runtime.refresh_if_dirty().await.expect("refresh"),
+        "the rotation is noticed"
+    );
+    assert_eq!(runtime.connects(), 2);
+}
+
+fn plugin_root(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let plugin = dir.join(name);
+    std::fs::create_dir_all(plugin.join(".codex-plugin")).expect("mkdir");
+    std::fs::write(
+        plugin.join(".codex-plugin").join("plugin.json"),
+        json!({"name": name, "mcpServers": {"srv": {"command": demo_server(), "args": ["--name", name]}}})
+            .to_string(),
+    )
+    .expect("manifest");
+    plugin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selecting_roots_at_run_time_adds_their_servers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gatehouse.toml");
+    std::fs::write(&path, "").expect("config");
+    let selected = dir.path().join("selected");
+    plugin_root(&selected, "picked");
+    let source = Arc::new(ConfigSource::new(&path));
+    let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    assert!(runtime.snapshot().tools().is_empty());
+    let roots = vec![gatehouse::discovery::CapabilityRoot::new(
+        "thread", &selected,
+    )];
+    assert!(source.select_roots(roots.clone()), "a change");
+    assert!(!source.select_roots(roots), "no change the second time");
+    runtime.invalidate();
+    runtime.refresh_if_dirty().await.expect("refresh");
+    assert!(runtime.snapshot().tool("picked__srv__echo").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_that_appears_later_is_noticed_by_a_probe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &path,
+        "[capabilities]\nroots = [{ id = \"later\", path = \"later\" }]\n",
+    )
+    .expect("config");
+    let source = Arc::new(ConfigSource::new(&path));
+    let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
+    runtime
+        .refresh_if_dirty()
+        .await
+        .expect("a missing root is not fatal");
+    assert!(runtime.snapshot().tools().is_empty());
+    assert!(!source.probe().expect("probe"), "still missing");
+    plugin_root(&dir.path().join("later"), "late");
+    assert!(source.probe().expect("probe"), "the root recovered");
+    runtime.invalidate();
+    runtime.refresh_if_dirty().await.expect("refresh");
+    assert!(runtime.snapshot().tool("late__srv__echo").is_some());
+}

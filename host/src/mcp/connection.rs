@@ -219,9 +219,39 @@ impl ClientHandler for ClientSide {
     }
 }
 
+/// A digest of the credentials a server's configuration pulls from the
+/// environment (bearer token, header variables, passed-through variables),
+/// so that a changed credential reconnects the server.
+pub fn credential_fingerprint(config: &ServerConfig) -> String {
+    use sha2::{Digest, Sha256};
+    let variables: Vec<&str> = match &config.transport {
+        Transport::Stdio { env_vars, .. } => env_vars.iter().map(String::as_str).collect(),
+        Transport::Http {
+            bearer_token_env_var,
+            env_headers,
+            ..
+        } => bearer_token_env_var
+            .iter()
+            .chain(env_headers.values())
+            .map(String::as_str)
+            .collect(),
+    };
+    let mut hasher = Sha256::new();
+    for variable in variables {
+        hasher.update(variable.as_bytes());
+        hasher.update([0]);
+        if let Some(value) = std::env::var_os(variable) {
+            hasher.update(value.as_encoded_bytes());
+        }
+        hasher.update([0]);
+    }
+    hex::encode(hasher.finalize())
+}
+
 /// A live connection to one server.
 pub struct Connection {
     config: ServerConfig,
+    credentials: String,
     service: RunningService<RoleClient, ClientSide>,
     protocol_version: String,
     tools_stale: Arc<AtomicBool>,
@@ -244,6 +274,7 @@ impl Connection {
         hooks: ConnectionHooks,
     ) -> Result<Connection, ConnectError> {
         let server = config.name.clone();
+        let credentials = credential_fingerprint(&config);
         let protocol_version = Arc::new(std::sync::OnceLock::new());
         let tools_stale = Arc::new(AtomicBool::new(false));
         let client = ClientSide {
@@ -280,6 +311,7 @@ impl Connection {
         let _ = protocol_version.set(version.clone());
         Ok(Connection {
             config,
+            credentials,
             service,
             protocol_version: version,
             tools_stale,
@@ -289,6 +321,12 @@ impl Connection {
     /// The server's configuration.
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    /// Whether the credentials in the environment still match those the
+    /// connection was opened with.
+    pub fn credentials_current(&self) -> bool {
+        credential_fingerprint(&self.config) == self.credentials
     }
 
     /// The server's name.

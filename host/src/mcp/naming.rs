@@ -45,10 +45,10 @@ fn hashed(base: &str, server: &str, tool: &str) -> String {
 ///
 /// ```
 /// use gatehouse::mcp::naming::qualified_names;
-/// let names = qualified_names(&[("github", "create-issue"), ("git.hub", "create_issue"), ("docs", "read")]);
+/// let names = qualified_names(&[("git-hub", "create.issue"), ("git_hub", "create_issue"), ("docs", "read")]);
 /// assert_eq!(names[2], "docs__read");
-/// // `github__create_issue` twice after sanitising: both get a hash suffix.
-/// assert!(names[0].starts_with("github__create_issue_") && names[0].len() == 33);
+/// // Both are `git_hub__create_issue` after sanitising: both get a hash suffix.
+/// assert!(names[0].starts_with("git_hub__create_issue_") && names[0].len() == 34);
 /// assert_ne!(names[0], names[1]);
 /// ```
 pub fn qualified_names(identities: &[(&str, &str)]) -> Vec<String> {

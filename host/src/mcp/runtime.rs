@@ -5,7 +5,9 @@
 //! A refresh is single-flight and coalescing ([`RefreshState`]): build the
 //! desired server set, reuse every connection whose configuration did not
 //! change (unless a hard refresh asked for a reconnect), connect the rest
-//! concurrently, list tools where they are new or stale, publish. Holders of
+//! concurrently, list tools where they are new or stale, publish. A changed
+//! credential in the environment (bearer token, header or passed-through
+//! variable) makes the runtime dirty and reconnects that server. Holders of
 //! an old snapshot keep its connections until they drop it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -230,6 +232,16 @@ impl McpRuntime {
     /// this call ran a refresh.
     pub async fn refresh_if_dirty(&self) -> Result<bool, RuntimeError> {
         let inner = &self.inner;
+        if inner
+            .snapshot
+            .load()
+            .connections
+            .values()
+            .any(|connection| !connection.credentials_current())
+        {
+            tracing::info!("credentials changed; refreshing");
+            self.invalidate();
+        }
         let weak = Arc::downgrade(inner);
         inner
             .refresh
@@ -282,6 +294,7 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
             Some(existing)
                 if *existing.config() == config
                     && !existing.is_closed()
+                    && existing.credentials_current()
                     && !reconnect.contains(&config.name) =>
             {
                 connections.insert(config.name.clone(), existing.clone());
