@@ -30,6 +30,7 @@
 //! ```
 
 pub mod answer;
+pub mod audit;
 pub mod cases;
 pub mod chain;
 pub mod config;
@@ -43,6 +44,7 @@ pub mod inspect;
 pub mod mcp;
 pub mod outcome;
 pub mod request;
+pub mod router;
 pub mod sandbox;
 pub mod schema;
 pub mod watch;

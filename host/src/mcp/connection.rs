@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability,
-    Implementation, JsonObject, RequestId, Tool, UrlElicitationCapability,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomRequest,
+    CustomResult, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    ErrorCode, ErrorData, FormElicitationCapability, Implementation, JsonObject, RequestId, Tool,
+    UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -173,6 +174,33 @@ struct ClientSide {
     tools_stale: Arc<AtomicBool>,
 }
 
+/// The method of an elicitation request.
+const ELICITATION_METHOD: &str = "elicitation/create";
+
+impl ClientSide {
+    /// The wire params with `_meta` (which rmcp moves to the context) put
+    /// back, and the request's identity.
+    fn incoming(
+        &self,
+        mut params: Value,
+        context: &RequestContext<RoleClient>,
+    ) -> IncomingElicitation {
+        let meta = serde_json::to_value(&context.meta).unwrap_or(Value::Null);
+        if let (Some(object), Value::Object(meta)) = (params.as_object_mut(), meta)
+            && !meta.is_empty()
+        {
+            object.insert("_meta".to_owned(), Value::Object(meta));
+        }
+        IncomingElicitation {
+            server: self.server.clone(),
+            request_id: context.id.clone(),
+            protocol_version: self.protocol_version.get().cloned().unwrap_or_default(),
+            params,
+            cancelled: context.ct.clone(),
+        }
+    }
+}
+
 impl ClientHandler for ClientSide {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
@@ -192,21 +220,32 @@ impl ClientHandler for ClientSide {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
-        let mut params = serde_json::to_value(&request).unwrap_or(Value::Null);
-        let meta = serde_json::to_value(&context.meta).unwrap_or(Value::Null);
-        if let (Some(object), Value::Object(meta)) = (params.as_object_mut(), meta)
-            && !meta.is_empty()
-        {
-            object.insert("_meta".to_owned(), Value::Object(meta));
+        let params = serde_json::to_value(&request).unwrap_or(Value::Null);
+        self.hooks
+            .elicitation
+            .elicit(self.incoming(params, &context))
+    }
+
+    /// rmcp cannot type an `elicitation/create` whose schema MCP forbids
+    /// (nested objects, say) and hands it here; route it all the same, so the
+    /// router refuses it with -32602 and audits it.
+    fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<CustomResult, ErrorData>> + Send + '_ {
+        let elicitation = (request.method == ELICITATION_METHOD)
+            .then(|| self.incoming(request.params.unwrap_or(Value::Null), &context));
+        let method = request.method;
+        async move {
+            let Some(elicitation) = elicitation else {
+                return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, method, None));
+            };
+            let result = self.hooks.elicitation.elicit(elicitation).await?;
+            serde_json::to_value(result)
+                .map(CustomResult::new)
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
         }
-        let elicitation = IncomingElicitation {
-            server: self.server.clone(),
-            request_id: context.id.clone(),
-            protocol_version: self.protocol_version.get().cloned().unwrap_or_default(),
-            params,
-            cancelled: context.ct.clone(),
-        };
-        self.hooks.elicitation.elicit(elicitation)
     }
 
     fn on_tool_list_changed(

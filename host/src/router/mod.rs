@@ -1,0 +1,450 @@
+//! The elicitation router: every elicitation a server sends, in Codex's
+//! routing order (auto-deny; strict review; `never` and `granular`
+//! short-cuts; the chain of modules; else the person), answered exactly once
+//! and recorded in the audit log before the answer leaves.
+
+mod pending;
+mod settings;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use futures::future::BoxFuture;
+use rmcp::model::{ElicitResult, ErrorData};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+pub use pending::{Pending, PendingEntry};
+pub use settings::{Effective, ElicitationSettings, ServerOverrides, Unhandled};
+
+use crate::answer::{Action, ElicitAnswer, REVIEW_FAILED_MESSAGE};
+use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
+use crate::chain::{Chain, ChainReport, Verdict};
+use crate::context::{ApprovalPolicy, ApprovalsReviewer, ReviewContext, ToolCatalog};
+use crate::elicitation::{Elicitation, ElicitationParams, RequestId};
+use crate::mcp::connection::{ElicitationHandler, IncomingElicitation};
+use crate::outcome::Decision;
+use crate::request::ReviewRequest;
+use crate::schema;
+
+/// `_meta` key asking for strict automated review.
+pub const STRICT_KEY: &str = "codex_strict_auto_review";
+
+/// Puts an elicitation in front of the person (through the upstream client).
+pub trait Person: Send + Sync + 'static {
+    /// Returns `None` when nobody can be asked (no upstream client, or it did
+    /// not declare this mode); otherwise the person's answer.
+    fn ask(
+        &self,
+        elicitation: &IncomingElicitation,
+    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>>;
+}
+
+/// Nobody to ask: what the chain leaves undecided gets `on_unhandled`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPerson;
+
+impl Person for NoPerson {
+    fn ask(
+        &self,
+        _: &IncomingElicitation,
+    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
+        None
+    }
+}
+
+type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
+
+/// The router. Share it behind an `Arc`; `Arc<Router>` is the
+/// [`ElicitationHandler`] of every connection.
+pub struct Router {
+    chain: ArcSwap<Chain>,
+    settings: ElicitationSettings,
+    audit: Arc<AuditLog>,
+    person: Arc<dyn Person>,
+    catalog: OnceLock<CatalogSource>,
+    reviews: Semaphore,
+    pending: Pending,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one elicitation was decided.
+struct Decided {
+    answer: Result<ElicitAnswer, ErrorData>,
+    by: DecidedBy,
+    reason: String,
+    steps: Vec<AuditStep>,
+}
+
+impl Decided {
+    fn new(answer: ElicitAnswer, by: DecidedBy, reason: impl Into<String>) -> Self {
+        Decided {
+            answer: Ok(answer),
+            by,
+            reason: reason.into(),
+            steps: Vec::new(),
+        }
+    }
+}
+
+impl Router {
+    /// A router over `chain`. `concurrent_reviews` bounds chain runs in
+    /// flight (match the sandbox's `Limits::concurrent_reviews`).
+    pub fn new(
+        chain: Chain,
+        settings: ElicitationSettings,
+        audit: Arc<AuditLog>,
+        person: Arc<dyn Person>,
+        concurrent_reviews: usize,
+    ) -> Router {
+        Router {
+            chain: ArcSwap::from_pointee(chain),
+            settings,
+            audit,
+            person,
+            catalog: OnceLock::new(),
+            reviews: Semaphore::new(concurrent_reviews.max(1)),
+            pending: Pending::default(),
+        }
+    }
+
+    /// Where the servers' tool catalogs come from (for identity binding);
+    /// set once, usually to the MCP runtime's snapshot.
+    pub fn set_catalog_source(
+        &self,
+        source: impl Fn(&str) -> Option<ToolCatalog> + Send + Sync + 'static,
+    ) {
+        let _ = self.catalog.set(Box::new(source));
+    }
+
+    /// Replaces the chain: reviews in flight finish on the old one.
+    pub fn swap_chain(&self, chain: Chain) {
+        self.chain.store(Arc::new(chain));
+    }
+
+    /// The elicitations waiting for the person.
+    pub fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    /// Routes one elicitation and writes its audit line; returns the answer.
+    pub async fn route(&self, elicitation: IncomingElicitation) -> Result<ElicitResult, ErrorData> {
+        let started = Instant::now();
+        let parsed = ElicitationParams::from_wire(&elicitation.params);
+        let mode = match &parsed {
+            Ok(params) => params.elicitation.mode().to_string(),
+            Err(_) => "invalid".to_owned(),
+        };
+        let mut decided = match parsed {
+            Err(error) => Decided {
+                answer: Err(ErrorData::invalid_params(error.to_string(), None)),
+                by: DecidedBy::Policy,
+                reason: "invalid params".to_owned(),
+                steps: Vec::new(),
+            },
+            Ok(params) => self.decide(&elicitation, params).await,
+        };
+        let record = AuditRecord {
+            time: now_rfc3339(),
+            server: elicitation.server.clone(),
+            request_id: serde_json::to_value(&elicitation.request_id).unwrap_or(Value::Null),
+            mode,
+            decided_by: decided.by,
+            reason: decided.reason.clone(),
+            steps: std::mem::take(&mut decided.steps),
+            answer: match &decided.answer {
+                Ok(answer) => answer.to_wire(),
+                Err(error) => {
+                    serde_json::json!({"error": {"code": error.code.0, "message": error.message}})
+                }
+            },
+            latency_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        };
+        if let Err(error) = self.audit.write(&record) {
+            // Reported, never swallowed; and nothing is accepted unaudited.
+            tracing::error!(server = %elicitation.server, "{error}");
+            if matches!(&decided.answer, Ok(answer) if answer.action == Action::Accept) {
+                decided.answer = Ok(ElicitAnswer::failed(&crate::failure::ReviewFailure::Trap(
+                    "audit log unavailable".to_owned(),
+                )));
+            }
+        }
+        match decided.answer {
+            Ok(answer) => serde_json::from_value(answer.to_wire()).map_err(|error| {
+                ErrorData::internal_error(format!("cannot encode the answer: {error}"), None)
+            }),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn decide(
+        &self,
+        elicitation: &IncomingElicitation,
+        params: ElicitationParams,
+    ) -> Decided {
+        let settings = self.settings.for_server(&elicitation.server);
+        if settings.auto_deny {
+            return Decided::new(
+                ElicitAnswer::plain_decline(),
+                DecidedBy::Policy,
+                "auto-deny",
+            );
+        }
+        let strict = params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(STRICT_KEY))
+            .is_some();
+        let request = self.review_request(elicitation, params, &settings);
+        if strict {
+            return self.strict_review(request).await;
+        }
+        match settings.approval_policy {
+            ApprovalPolicy::Never => {
+                let empty_form = matches!(&request.params().elicitation,
+                    Elicitation::Form { requested_schema, .. }
+                        if requested_schema.get("properties").and_then(Value::as_object).is_none_or(|p| p.is_empty()));
+                return if settings.auto_approve_prompts && empty_form {
+                    let answer = ElicitAnswer {
+                        action: Action::Accept,
+                        content: Some(Value::Object(serde_json::Map::new())),
+                        meta: None,
+                    };
+                    Decided::new(
+                        answer,
+                        DecidedBy::Policy,
+                        "approval policy never, prompts auto-approved",
+                    )
+                } else {
+                    let answer = ElicitAnswer::automated(&Decision::Decline { message: None })
+                        .unwrap_or_else(ElicitAnswer::plain_decline);
+                    Decided::new(answer, DecidedBy::Policy, "approval policy never")
+                };
+            }
+            ApprovalPolicy::Granular(flags) if !flags.mcp_elicitations => {
+                let answer = ElicitAnswer::automated(&Decision::Decline { message: None })
+                    .unwrap_or_else(ElicitAnswer::plain_decline);
+                return Decided::new(
+                    answer,
+                    DecidedBy::Policy,
+                    "granular policy without mcp_elicitations",
+                );
+            }
+            _ => {}
+        }
+        let automated = matches!(
+            settings.approval_policy,
+            ApprovalPolicy::OnRequest | ApprovalPolicy::Granular(_)
+        ) && settings.approvals_reviewer == ApprovalsReviewer::AutoReview;
+        if !automated {
+            return self
+                .ask_person(elicitation, &request, Vec::new(), "routed to the user")
+                .await;
+        }
+        let report = self.run_chain(&request).await;
+        let steps: Vec<AuditStep> = report.steps.iter().map(AuditStep::from).collect();
+        match (&report.verdict, report.answer()) {
+            (Verdict::Decided { .. }, Some(answer)) => Decided {
+                answer: Ok(answer),
+                by: DecidedBy::Guest,
+                reason: "decided by the chain".to_owned(),
+                steps,
+            },
+            (Verdict::Failed { .. }, Some(answer)) => Decided {
+                answer: Ok(answer),
+                by: DecidedBy::Failure,
+                reason: "a module failed; failed closed".to_owned(),
+                steps,
+            },
+            _ => {
+                self.ask_person(elicitation, &request, steps, "every module deferred")
+                    .await
+            }
+        }
+    }
+
+    fn review_request(
+        &self,
+        elicitation: &IncomingElicitation,
+        params: ElicitationParams,
+        settings: &Effective,
+    ) -> ReviewRequest {
+        let request_id = serde_json::to_value(&elicitation.request_id)
+            .ok()
+            .and_then(|id| serde_json::from_value::<RequestId>(id).ok())
+            .unwrap_or(RequestId::Number(0));
+        let tool_name = params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("tool_name"))
+            .and_then(Value::as_str);
+        let catalog = self
+            .catalog
+            .get()
+            .and_then(|source| source(&elicitation.server))
+            .map(|catalog| catalog.lookup(tool_name))
+            .unwrap_or_default();
+        let mut context = ReviewContext::new(elicitation.server.clone(), request_id)
+            .with_approval_policy(settings.approval_policy)
+            .with_approvals_reviewer(settings.approvals_reviewer)
+            .with_catalog(catalog);
+        context.protocol_version = elicitation.protocol_version.clone();
+        context.auto_approve_prompts = settings.auto_approve_prompts;
+        ReviewRequest::new(params, context)
+    }
+
+    async fn run_chain(&self, request: &ReviewRequest) -> ChainReport {
+        let chain = self.chain.load_full();
+        let _permit = self.reviews.acquire().await;
+        let request = request.clone();
+        match tokio::task::spawn_blocking(move || chain.review(&request)).await {
+            Ok(report) => report,
+            Err(error) => ChainReport {
+                steps: Vec::new(),
+                verdict: Verdict::Failed {
+                    step: 0,
+                    failure: crate::failure::ReviewFailure::Trap(format!(
+                        "review task failed: {error}"
+                    )),
+                },
+            },
+        }
+    }
+
+    /// Strict review: only a canonical automated answer passes; anything
+    /// else is the strict decline.
+    async fn strict_review(&self, request: ReviewRequest) -> Decided {
+        let report = self.run_chain(&request).await;
+        let steps: Vec<AuditStep> = report.steps.iter().map(AuditStep::from).collect();
+        let canonical = match &report.verdict {
+            Verdict::Decided { outcome, .. } => match &outcome.decision {
+                Decision::Accept { content } => content.as_ref().is_none_or(|content| {
+                    content.as_object().is_some_and(|object| object.is_empty())
+                }),
+                Decision::Decline { .. } | Decision::Cancel => true,
+                Decision::Defer => false,
+            },
+            _ => false,
+        };
+        match report.answer() {
+            Some(answer) if canonical => Decided {
+                answer: Ok(answer),
+                by: DecidedBy::Guest,
+                reason: "strict review".to_owned(),
+                steps,
+            },
+            _ => Decided {
+                answer: Ok(ElicitAnswer::automated(&Decision::Decline {
+                    message: Some(REVIEW_FAILED_MESSAGE.to_owned()),
+                })
+                .unwrap_or_else(ElicitAnswer::plain_decline)),
+                by: DecidedBy::Failure,
+                reason: "strict review without a canonical answer".to_owned(),
+                steps,
+            },
+        }
+    }
+
+    async fn ask_person(
+        &self,
+        elicitation: &IncomingElicitation,
+        request: &ReviewRequest,
+        steps: Vec<AuditStep>,
+        why: &str,
+    ) -> Decided {
+        let unhandled = |reason: String, steps: Vec<AuditStep>| {
+            let answer = match self.settings.on_unhandled {
+                Unhandled::Decline => ElicitAnswer::plain_decline(),
+                Unhandled::Cancel => ElicitAnswer {
+                    action: Action::Cancel,
+                    content: None,
+                    meta: None,
+                },
+            };
+            Decided {
+                answer: Ok(answer),
+                by: DecidedBy::Unhandled,
+                reason,
+                steps,
+            }
+        };
+        let Some(asking) = self.person.ask(elicitation) else {
+            return unhandled(format!("{why}; nobody to ask"), steps);
+        };
+        let entry = self.pending.register(
+            &elicitation.server,
+            &request.context().request_id.to_string(),
+        );
+        let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
+            answer: Ok(ElicitAnswer {
+                action: Action::Cancel,
+                content: None,
+                meta: None,
+            }),
+            by: DecidedBy::Person,
+            reason: reason.to_owned(),
+            steps,
+        };
+        let answered = tokio::select! {
+            answered = asking => answered,
+            () = tokio::time::sleep(self.settings.person_timeout()) => return cancel("the person did not answer in time", steps),
+            () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request", steps),
+            () = entry.replaced.cancelled() => return cancel("replaced by a later request with the same id", steps),
+        };
+        drop(entry);
+        let result = match answered {
+            Ok(result) => result,
+            Err(error) => {
+                return unhandled(
+                    format!("{why}; asking the person failed: {}", error.message),
+                    steps,
+                );
+            }
+        };
+        let wire = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let answer: ElicitAnswer = match serde_json::from_value(wire) {
+            Ok(answer) => answer,
+            Err(error) => {
+                return unhandled(format!("the person's answer is malformed: {error}"), steps);
+            }
+        };
+        if answer.action == Action::Accept
+            && let Elicitation::Form {
+                requested_schema, ..
+            } = &request.params().elicitation
+        {
+            let content = answer.content.clone().unwrap_or(Value::Null);
+            if let Err(error) = schema::validate_content(requested_schema, &content) {
+                return Decided::new(
+                    ElicitAnswer::plain_decline(),
+                    DecidedBy::Policy,
+                    format!("the person's content does not match the schema: {error}"),
+                );
+            }
+        }
+        Decided {
+            answer: Ok(answer),
+            by: DecidedBy::Person,
+            reason: why.to_owned(),
+            steps,
+        }
+    }
+}
+
+impl ElicitationHandler for Arc<Router> {
+    fn elicit(
+        &self,
+        elicitation: IncomingElicitation,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
+        let router = self.clone();
+        Box::pin(async move { router.route(elicitation).await })
+    }
+}

@@ -1,0 +1,119 @@
+//! `[elicitations]`: how the host routes elicitations, with per-server
+//! overrides.
+//!
+//! ```toml
+//! [elicitations]
+//! auto_deny = false                 # decline everything at once, no review
+//! approval_policy = "on-request"    # untrusted | on-request | never | { granular = {...} }
+//! approvals_reviewer = "auto_review" # or "user": everything goes to the person
+//! on_unhandled = "decline"          # what no module and no person decided: decline | cancel
+//! person_timeout_sec = 300          # then the elicitation is cancelled
+//!
+//! [elicitations.servers.github]
+//! approvals_reviewer = "user"
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::context::{ApprovalPolicy, ApprovalsReviewer};
+
+/// What answers an elicitation nobody decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unhandled {
+    /// Decline (the default).
+    #[default]
+    Decline,
+    /// Cancel.
+    Cancel,
+}
+
+/// Per-server overrides; unset fields inherit.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerOverrides {
+    /// Decline everything from this server at once.
+    pub auto_deny: Option<bool>,
+    /// The approval policy for this server.
+    pub approval_policy: Option<ApprovalPolicy>,
+    /// Who answers this server's approvals.
+    pub approvals_reviewer: Option<ApprovalsReviewer>,
+    /// Whether this server's permission profile auto-approves prompts.
+    pub auto_approve_prompts: Option<bool>,
+}
+
+/// The `[elicitations]` section.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ElicitationSettings {
+    /// Decline every elicitation at once (Codex's auto-deny switch).
+    pub auto_deny: bool,
+    /// The approval policy.
+    pub approval_policy: ApprovalPolicy,
+    /// Who answers approvals.
+    pub approvals_reviewer: ApprovalsReviewer,
+    /// Whether permission profiles auto-approve prompts.
+    pub auto_approve_prompts: bool,
+    /// What answers what nobody decided.
+    pub on_unhandled: Unhandled,
+    /// How long the person has, in seconds.
+    pub person_timeout_sec: f64,
+    /// Overrides by server name.
+    pub servers: BTreeMap<String, ServerOverrides>,
+}
+
+impl Default for ElicitationSettings {
+    fn default() -> Self {
+        ElicitationSettings {
+            auto_deny: false,
+            approval_policy: ApprovalPolicy::OnRequest,
+            approvals_reviewer: ApprovalsReviewer::AutoReview,
+            auto_approve_prompts: false,
+            on_unhandled: Unhandled::Decline,
+            person_timeout_sec: 300.0,
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// The settings in force for one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Effective {
+    /// Decline at once.
+    pub auto_deny: bool,
+    /// The approval policy.
+    pub approval_policy: ApprovalPolicy,
+    /// Who answers approvals.
+    pub approvals_reviewer: ApprovalsReviewer,
+    /// Whether prompts are auto-approved.
+    pub auto_approve_prompts: bool,
+}
+
+impl ElicitationSettings {
+    /// The settings for `server`, overrides applied.
+    pub fn for_server(&self, server: &str) -> Effective {
+        let overrides = self.servers.get(server).cloned().unwrap_or_default();
+        Effective {
+            auto_deny: overrides.auto_deny.unwrap_or(self.auto_deny),
+            approval_policy: overrides.approval_policy.unwrap_or(self.approval_policy),
+            approvals_reviewer: overrides
+                .approvals_reviewer
+                .unwrap_or(self.approvals_reviewer),
+            auto_approve_prompts: overrides
+                .auto_approve_prompts
+                .unwrap_or(self.auto_approve_prompts),
+        }
+    }
+
+    /// How long the person has.
+    pub fn person_timeout(&self) -> Duration {
+        if self.person_timeout_sec.is_finite() && self.person_timeout_sec > 0.0 {
+            Duration::from_secs_f64(self.person_timeout_sec)
+        } else {
+            Duration::from_secs(300)
+        }
+    }
+}

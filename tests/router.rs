@@ -1,0 +1,264 @@
+//! The elicitation router end to end: a real MCP server (demo-server) sends
+//! elicitations, the runtime hands them to the router, the sandboxed chain
+//! decides (or the person, or the policy), the server gets the answer, and
+//! every elicitation gets one audit line.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use gatehouse::audit::AuditLog;
+use gatehouse::chain::{Chain, ChainLink};
+use gatehouse::mcp::config::RawServer;
+use gatehouse::mcp::connection::IncomingElicitation;
+use gatehouse::mcp::runtime::McpRuntime;
+use gatehouse::router::{ElicitationSettings, NoPerson, Person, Router};
+use gatehouse_tests::{demo_server, load, sandbox};
+use rmcp::model::{CallToolResult, ElicitResult, ErrorData};
+use serde_json::{Value, json};
+
+struct Setup {
+    runtime: McpRuntime,
+    router: Arc<Router>,
+    audit: Arc<AuditLog>,
+}
+
+fn setup(config: &str, settings: ElicitationSettings, person: Arc<dyn Person>) -> Setup {
+    let sandbox = sandbox();
+    let guardian = load(&sandbox, "gatehouse_guardian");
+    let chain = Chain::new(vec![ChainLink::new(guardian).with_config(config)]);
+    let audit = Arc::new(AuditLog::in_memory());
+    let router = Arc::new(Router::new(chain, settings, audit.clone(), person, 64));
+    let server = RawServer {
+        command: Some(demo_server().display().to_string()),
+        args: vec!["--name".into(), "git".into()],
+        startup_timeout_sec: Some(20.0),
+        ..RawServer::default()
+    }
+    .check("git")
+    .expect("valid");
+    let runtime = McpRuntime::new(vec![server], Arc::new(router.clone()));
+    let catalog = runtime.clone();
+    router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+    Setup {
+        runtime,
+        router,
+        audit,
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    let wire = serde_json::to_value(result).unwrap_or_default();
+    wire["content"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|part| part["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+async fn call(setup: &Setup, tool: &str, arguments: Value) -> String {
+    let result = setup
+        .runtime
+        .call_tool(tool, arguments.as_object().cloned())
+        .await
+        .expect("tool call");
+    text(&result)
+}
+
+fn audit_lines(audit: &AuditLog) -> Vec<Value> {
+    audit
+        .lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guardian_denies_a_destructive_tool_from_the_catalog() {
+    let setup = setup("{}", ElicitationSettings::default(), Arc::new(NoPerson));
+    let answer = call(&setup, "git__delete_branch", json!({"branch": "main"})).await;
+    assert!(answer.contains("answered: decline"), "{answer}");
+    assert!(
+        answer.contains("This action was rejected due to unacceptable risk."),
+        "{answer}"
+    );
+    assert!(answer.contains("marked destructive"), "{answer}");
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["decided_by"], "guest");
+    assert_eq!(lines[0]["server"], "git");
+    assert_eq!(lines[0]["mode"], "form");
+    assert_eq!(lines[0]["steps"][0]["outcome"], "decline");
+    assert_eq!(lines[0]["steps"][0]["risk"], "high");
+    assert_eq!(
+        lines[0]["steps"][0]["sha256"].as_str().map(str::len),
+        Some(64)
+    );
+    assert_eq!(lines[0]["answer"]["action"], "decline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guardian_approves_what_its_rules_allow() {
+    let setup = setup(
+        r#"{"allow": [{"server": "git", "tool": "delete_branch"}]}"#,
+        ElicitationSettings::default(),
+        Arc::new(NoPerson),
+    );
+    let answer = call(&setup, "git__delete_branch", json!({"branch": "topic"})).await;
+    assert!(answer.contains("answered: accept"), "{answer}");
+    assert_eq!(
+        audit_lines(&setup.audit)[0]["answer"]["_meta"]["approvals_reviewer"],
+        "auto_review"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_nobody_decides_gets_on_unhandled() {
+    let setup = setup("{}", ElicitationSettings::default(), Arc::new(NoPerson));
+    let answer = call(&setup, "git__ask_name", json!({})).await;
+    assert!(answer.contains("decline"), "{answer}");
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines[0]["decided_by"], "unhandled");
+    assert_eq!(lines[0]["steps"][0]["outcome"], "defer");
+}
+
+/// A person who answers every form with a fixed content.
+struct Answers(Value);
+
+impl Person for Answers {
+    fn ask(
+        &self,
+        _: &IncomingElicitation,
+    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
+        let wire = json!({"action": "accept", "content": self.0});
+        Some(Box::pin(async move {
+            serde_json::from_value(wire)
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferral_answered_by_the_person_reaches_the_server() {
+    let setup = setup(
+        "{}",
+        ElicitationSettings::default(),
+        Arc::new(Answers(json!({"name": "Ada"}))),
+    );
+    let answer = call(&setup, "git__ask_name", json!({})).await;
+    assert!(answer.contains("hello Ada"), "{answer}");
+    assert_eq!(audit_lines(&setup.audit)[0]["decided_by"], "person");
+    assert!(setup.router.pending().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_answer_that_breaks_the_schema_is_declined() {
+    let setup = setup(
+        "{}",
+        ElicitationSettings::default(),
+        Arc::new(Answers(json!({"name": 5}))),
+    );
+    let answer = call(&setup, "git__ask_name", json!({})).await;
+    assert!(answer.contains("decline"), "{answer}");
+    let lines = audit_lines(&setup.audit);
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("schema"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_deny_answers_at_once_without_review() {
+    let settings = ElicitationSettings {
+        auto_deny: true,
+        ..ElicitationSettings::default()
+    };
+    let setup = setup(r#"{"default": "allow"}"#, settings, Arc::new(NoPerson));
+    let answer = call(&setup, "git__delete_branch", json!({"branch": "x"})).await;
+    assert!(answer.contains("answered: decline"), "{answer}");
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines[0]["decided_by"], "policy");
+    assert_eq!(lines[0]["steps"].as_array().map(Vec::len), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_server_overrides_route_to_the_person() {
+    let mut settings = ElicitationSettings::default();
+    settings.servers.insert(
+        "git".to_owned(),
+        gatehouse::router::ServerOverrides {
+            approvals_reviewer: Some(gatehouse::context::ApprovalsReviewer::User),
+            ..Default::default()
+        },
+    );
+    let setup = setup(
+        r#"{"default": "allow"}"#,
+        settings,
+        Arc::new(Answers(json!({}))),
+    );
+    let answer = call(&setup, "git__delete_branch", json!({"branch": "x"})).await;
+    assert!(answer.contains("answered: accept"), "{answer}");
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines[0]["decided_by"], "person");
+    assert_eq!(
+        lines[0]["steps"].as_array().map(Vec::len),
+        Some(0),
+        "no module ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_schema_is_refused_with_invalid_params() {
+    let setup = setup("{}", ElicitationSettings::default(), Arc::new(NoPerson));
+    let params = json!({"message": "?", "requestedSchema": {"type": "object", "properties": {"a": {"type": "object"}}}});
+    let answer = call(&setup, "git__elicit_raw", json!({"params": params})).await;
+    assert!(
+        answer.contains("-32602") || answer.to_lowercase().contains("invalid"),
+        "{answer}"
+    );
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["mode"], "invalid");
+    assert_eq!(lines[0]["answer"]["error"]["code"], -32602);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_elicitations_are_each_answered_once_with_one_audit_line() {
+    const CALLS: usize = 200;
+    let setup = Arc::new(setup(
+        "{}",
+        ElicitationSettings::default(),
+        Arc::new(NoPerson),
+    ));
+    setup.runtime.refresh_if_dirty().await.expect("refresh");
+    let mut tasks = Vec::new();
+    for index in 0..CALLS {
+        let setup = setup.clone();
+        tasks.push(tokio::spawn(async move {
+            call(
+                &setup,
+                "git__delete_branch",
+                json!({"branch": format!("b{index}")}),
+            )
+            .await
+        }));
+    }
+    for task in tasks {
+        let answer = task.await.expect("task");
+        assert!(answer.contains("answered: decline"), "{answer}");
+    }
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), CALLS);
+    let mut ids: Vec<String> = lines
+        .iter()
+        .map(|line| line["request_id"].to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), CALLS, "one audit line per elicitation");
+}
