@@ -83,6 +83,9 @@ pub struct Config {
     /// The `[capabilities]` section.
     #[serde(default)]
     pub capabilities: CapabilitiesConfig,
+    /// The `[elicitations]` section: routing settings and the audit log.
+    #[serde(default)]
+    pub elicitations: crate::router::ElicitationSettings,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,

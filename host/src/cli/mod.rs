@@ -4,6 +4,7 @@
 mod conformance;
 mod inspect;
 mod review;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,7 @@ enum Command {
     Review(review::ReviewArgs),
     Inspect(inspect::InspectArgs),
     Conformance(conformance::ConformanceArgs),
+    Serve(serve::ServeArgs),
 }
 
 /// How results are printed.
@@ -42,7 +44,7 @@ impl Cli {
     pub fn quiet_level(&self) -> &'static str {
         match self.command {
             Command::Conformance(_) => "error",
-            Command::Review(_) | Command::Inspect(_) => "warn",
+            Command::Review(_) | Command::Inspect(_) | Command::Serve(_) => "warn",
         }
     }
 }
@@ -53,6 +55,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Review(args) => review::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

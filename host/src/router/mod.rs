@@ -66,6 +66,16 @@ pub struct Router {
     catalog: OnceLock<CatalogSource>,
     reviews: Semaphore,
     pending: Pending,
+    in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a route in flight while alive.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for Router {
@@ -113,6 +123,7 @@ impl Router {
             catalog: OnceLock::new(),
             reviews: Semaphore::new(concurrent_reviews.max(1)),
             pending: Pending::default(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -135,8 +146,26 @@ impl Router {
         &self.pending
     }
 
+    /// How many elicitations are being routed right now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Cancels everything waiting for the person and waits (up to `grace`)
+    /// until every elicitation in flight is answered and audited.
+    pub async fn drain(&self, grace: std::time::Duration) {
+        self.pending.cancel_all(None);
+        let deadline = Instant::now() + grace;
+        while self.in_flight() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// Routes one elicitation and writes its audit line; returns the answer.
     pub async fn route(&self, elicitation: IncomingElicitation) -> Result<ElicitResult, ErrorData> {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _in_flight = InFlight(&self.in_flight);
         let started = Instant::now();
         let parsed = ElicitationParams::from_wire(&elicitation.params);
         let mode = match &parsed {
@@ -397,7 +426,7 @@ impl Router {
             answered = asking => answered,
             () = tokio::time::sleep(self.settings.person_timeout()) => return cancel("the person did not answer in time", steps),
             () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request", steps),
-            () = entry.replaced.cancelled() => return cancel("replaced by a later request with the same id", steps),
+            () = entry.replaced.cancelled() => return cancel("cancelled: replaced by a request with the same id, or shutting down", steps),
         };
         drop(entry);
         let result = match answered {

@@ -8,6 +8,7 @@
 //! approvals_reviewer = "auto_review" # or "user": everything goes to the person
 //! on_unhandled = "decline"          # what no module and no person decided: decline | cancel
 //! person_timeout_sec = 300          # then the elicitation is cancelled
+//! audit_log = "gatehouse-audit.jsonl"
 //!
 //! [elicitations.servers.github]
 //! approvals_reviewer = "user"
@@ -63,6 +64,9 @@ pub struct ElicitationSettings {
     pub person_timeout_sec: f64,
     /// Overrides by server name.
     pub servers: BTreeMap<String, ServerOverrides>,
+    /// The audit log file, relative to the config file (default
+    /// `gatehouse-audit.jsonl`).
+    pub audit_log: Option<std::path::PathBuf>,
 }
 
 impl Default for ElicitationSettings {
@@ -75,6 +79,7 @@ impl Default for ElicitationSettings {
             on_unhandled: Unhandled::Decline,
             person_timeout_sec: 300.0,
             servers: BTreeMap::new(),
+            audit_log: None,
         }
     }
 }

@@ -1,0 +1,300 @@
+//! `gatehouse serve` end to end: a real MCP client (rmcp) → the gateway →
+//! demo-server, over stdio and streamable HTTP.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability, Implementation,
+    UrlElicitationCapability,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn target() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
+}
+
+fn existing(path: PathBuf, build: &str) -> PathBuf {
+    assert!(path.exists(), "{} is missing: {build}", path.display());
+    path
+}
+
+/// A config with demo-server `git` and the guardian.
+fn config(dir: &Path, guardian_config: &str) -> PathBuf {
+    let server = existing(
+        target().join("debug/demo-server"),
+        "run `cargo build -p gatehouse-example-servers`",
+    );
+    let guardian = existing(
+        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
+        "run .ci/build-guests",
+    );
+    let path = dir.join("gatehouse.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
+             [[review.modules]]\npath = {guardian:?}\nconfig = {guardian_config}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n",
+            server = server.display().to_string(),
+            guardian = guardian.display().to_string(),
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+fn audit(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect()
+}
+
+/// The upstream client: answers forms with `content`, or never (if `None`),
+/// and counts what it was asked.
+struct Client {
+    elicitation: bool,
+    content: Option<Value>,
+    asked: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.elicitation {
+            capabilities.elicitation = Some(
+                ElicitationCapability::new()
+                    .with_form(FormElicitationCapability::default())
+                    .with_url(UrlElicitationCapability::new()),
+            );
+        }
+        ClientConfig::new(capabilities, Implementation::new("test-client", "0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        match &self.content {
+            Some(content) => {
+                Ok(ElicitResult::new(ElicitationAction::Accept).with_content(content.clone()))
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+fn text(result: &rmcp::model::CallToolResult) -> String {
+    let wire = serde_json::to_value(result).unwrap_or_default();
+    wire["content"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|part| part["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned())
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default())
+}
+
+async fn stdio_client(
+    config: &Path,
+    client: Client,
+) -> rmcp::service::RunningService<RoleClient, Client> {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(config);
+    let transport = TokioChildProcess::new(command).expect("gatehouse starts");
+    tokio::time::timeout(Duration::from_secs(60), client.serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_gateway_lists_calls_reviews_and_asks_the_person() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let asked = Arc::new(AtomicUsize::new(0));
+    let client = stdio_client(
+        &config,
+        Client {
+            elicitation: true,
+            content: Some(json!({"name": "Ada"})),
+            asked: asked.clone(),
+        },
+    )
+    .await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<String> = tools.iter().map(|tool| tool.name.to_string()).collect();
+    assert!(
+        names.contains(&"git__delete_branch".to_owned()),
+        "{names:?}"
+    );
+
+    let echo = client
+        .call_tool(call("git__echo", json!({"text": "hi"})))
+        .await
+        .expect("echo");
+    assert!(text(&echo).contains("[git] hi"));
+
+    // Reviewed by the guardian: the catalog marks delete_branch destructive.
+    let denied = client
+        .call_tool(call("git__delete_branch", json!({"branch": "main"})))
+        .await
+        .expect("delete_branch");
+    assert!(
+        text(&denied).contains("answered: decline"),
+        "{}",
+        text(&denied)
+    );
+    assert!(
+        text(&denied).contains("unacceptable risk"),
+        "{}",
+        text(&denied)
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the person was not asked");
+
+    // Deferred by the guardian (no approval metadata): the person answers upstream.
+    let named = client
+        .call_tool(call("git__ask_name", json!({})))
+        .await
+        .expect("ask_name");
+    assert!(text(&named).contains("hello Ada"), "{}", text(&named));
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+
+    client.cancel().await.expect("close");
+    let lines = audit(dir.path());
+    let decided: Vec<&str> = lines
+        .iter()
+        .filter_map(|line| line["decided_by"].as_str())
+        .collect();
+    assert_eq!(decided, ["guest", "person"], "{lines:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_upstream_elicitation_support_deferrals_are_declined() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let client = stdio_client(
+        &config,
+        Client {
+            elicitation: false,
+            content: None,
+            asked: Arc::new(AtomicUsize::new(0)),
+        },
+    )
+    .await;
+    let result = client
+        .call_tool(call("git__ask_name", json!({})))
+        .await
+        .expect("ask_name");
+    assert!(text(&result).contains("decline"), "{}", text(&result));
+    client.cancel().await.expect("close");
+    assert_eq!(audit(dir.path())[0]["decided_by"], "unhandled");
+}
+
+/// `gatehouse serve --listen`, killed when dropped.
+struct HttpGateway {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpGateway {
+    fn start(config: &Path) -> HttpGateway {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("gatehouse starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected {line:?}"))
+            .to_owned();
+        HttpGateway { child, url }
+    }
+}
+
+impl Drop for HttpGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_gateway_serves_and_sigterm_cancels_pending_elicitations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let mut gateway = HttpGateway::start(&config);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let client = Client {
+        elicitation: true,
+        content: None, // never answers: the elicitation stays pending
+        asked: asked.clone(),
+    }
+    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .await
+    .expect("initialize over HTTP");
+    let echo = client
+        .call_tool(call("git__echo", json!({"text": "web"})))
+        .await
+        .expect("echo");
+    assert!(text(&echo).contains("[git] web"));
+
+    let pending =
+        tokio::spawn(async move { client.call_tool(call("git__ask_name", json!({}))).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while asked.load(Ordering::SeqCst) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the person was never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &gateway.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exited = tokio::task::spawn_blocking(move || {
+        let status = gateway.child.wait();
+        (gateway, status)
+    });
+    let (_gateway, status) = tokio::time::timeout(Duration::from_secs(20), exited)
+        .await
+        .expect("gatehouse exits after SIGTERM")
+        .expect("join");
+    assert!(status.expect("status").success(), "clean exit");
+    pending.abort();
+    let lines = audit(dir.path());
+    let last = lines.last().expect("the pending elicitation was audited");
+    assert_eq!(last["decided_by"], "person");
+    assert_eq!(last["answer"]["action"], "cancel");
+}
