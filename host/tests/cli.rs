@@ -312,3 +312,51 @@ fn conformance_runs_an_own_case_directory() {
     assert_eq!(row["passed"], false);
     assert_eq!(row["got"], "decline");
 }
+
+#[test]
+fn the_demo_drives_every_kind_of_elicitation() {
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let server = target.join("debug/demo-server");
+    assert!(
+        server.exists(),
+        "run `cargo build -p gatehouse-example-servers`"
+    );
+    let guests = guest("gatehouse_guardian")
+        .parent()
+        .expect("dir")
+        .to_path_buf();
+    let output = gatehouse(&[
+        "demo",
+        "--server",
+        server.to_str().unwrap(),
+        "--guests",
+        guests.to_str().unwrap(),
+    ]);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{table}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for (scenario, decided, answer) in [
+        ("approved by review", "guest", "accept"),
+        ("denied by review", "guest", "decline"),
+        ("declined for bad metadata", "guest", "decline"),
+        ("declined by policy", "policy", "decline"),
+        ("deferred to the person, answered", "person", "accept"),
+        ("URL mode, allowed by policy", "guest", "accept"),
+        ("nested schema refused", "policy", "error -32602"),
+    ] {
+        let row = table
+            .lines()
+            .find(|line| line.contains(scenario))
+            .unwrap_or_else(|| panic!("no row for {scenario}:\n{table}"));
+        assert!(
+            row.contains(decided) && row.trim_end().ends_with(answer),
+            "{row}"
+        );
+    }
+    assert!(table.contains("[git] hello Ada"), "{table}");
+}

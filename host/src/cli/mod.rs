@@ -2,6 +2,7 @@
 //! returns the process exit code; errors are reported by `main`.
 
 mod conformance;
+mod demo;
 mod inspect;
 mod review;
 mod serve;
@@ -27,6 +28,7 @@ enum Command {
     Inspect(inspect::InspectArgs),
     Conformance(conformance::ConformanceArgs),
     Serve(serve::ServeArgs),
+    Demo(demo::DemoArgs),
 }
 
 /// How results are printed.
@@ -45,6 +47,7 @@ impl Cli {
         match self.command {
             Command::Conformance(_) => "error",
             Command::Review(_) | Command::Inspect(_) | Command::Serve(_) => "warn",
+            Command::Demo(_) => "error",
         }
     }
 }
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
     }
 }
 
