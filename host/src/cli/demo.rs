@@ -190,8 +190,8 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
     println!(
-        "{:<2} {:<37} {:<7} {:<7} {:<10} {:<22} {:>9}  {}",
-        "#", "scenario", "server", "mode", "decided by", "module: outcome", "latency", "answer"
+        "{:<2} {:<37} {:<7} {:<7} {:<10} {:<22} {:>9}  answer",
+        "#", "scenario", "server", "mode", "decided by", "module: outcome", "latency"
     );
     for (index, ((scenario, _, _), line)) in script.iter().zip(&lines).enumerate() {
         let steps = line["steps"].as_array().cloned().unwrap_or_default();
