@@ -262,3 +262,156 @@ async fn concurrent_elicitations_are_each_answered_once_with_one_audit_line() {
     ids.dedup();
     assert_eq!(ids.len(), CALLS, "one audit line per elicitation");
 }
+
+fn approval(tool: &str, extra: Value) -> Value {
+    let mut meta = json!({"codex_request_type": "approval_request", "codex_approval_kind": "mcp_tool_call",
+                          "tool_name": tool});
+    if let (Some(meta), Some(extra)) = (meta.as_object_mut(), extra.as_object()) {
+        meta.extend(extra.clone());
+    }
+    json!({"params": {"message": "Allow?", "requestedSchema": {"type": "object", "properties": {}}, "_meta": meta}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_review_passes_only_canonical_answers() {
+    let setup = setup(
+        r#"{"default": "allow"}"#,
+        ElicitationSettings::default(),
+        Arc::new(NoPerson),
+    );
+    let allowed = call(
+        &setup,
+        "git__elicit_raw",
+        approval("read_file", json!({"codex_strict_auto_review": true})),
+    )
+    .await;
+    assert!(allowed.contains(r#""action":"accept""#), "{allowed}");
+    // A strict request the reviewer cannot review (it asks to persist) fails closed.
+    let refused = call(
+        &setup,
+        "git__elicit_raw",
+        approval(
+            "read_file",
+            json!({"codex_strict_auto_review": true, "persist": "always"}),
+        ),
+    )
+    .await;
+    assert!(
+        refused.contains("Automated review of this operation failed"),
+        "{refused}"
+    );
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines[0]["decided_by"], "guest");
+    assert_eq!(lines[1]["answer"]["action"], "decline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_and_granular_short_cut_before_the_chain() {
+    let settings = ElicitationSettings {
+        approval_policy: gatehouse::context::ApprovalPolicy::Never,
+        auto_approve_prompts: true,
+        ..ElicitationSettings::default()
+    };
+    let setup = setup("{}", settings, Arc::new(NoPerson));
+    // never + auto-approved prompts + empty form: accepted without review.
+    let accepted = call(&setup, "git__elicit_raw", approval("anything", json!({}))).await;
+    assert!(accepted.contains(r#""action":"accept""#), "{accepted}");
+    // never + a form with properties: declined.
+    let declined = call(&setup, "git__ask_name", json!({})).await;
+    assert!(declined.contains("decline"), "{declined}");
+    let lines = audit_lines(&setup.audit);
+    assert!(
+        lines.iter().all(|line| line["decided_by"] == "policy"),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|line| line["steps"].as_array().is_some_and(Vec::is_empty))
+    );
+
+    let granular = ElicitationSettings {
+        approval_policy: gatehouse::context::ApprovalPolicy::Granular(
+            gatehouse::context::GranularPolicy {
+                mcp_elicitations: false,
+                ..Default::default()
+            },
+        ),
+        ..ElicitationSettings::default()
+    };
+    let setup = setup_again(granular);
+    let declined = call(&setup, "git__delete_branch", json!({"branch": "x"})).await;
+    assert!(declined.contains("answered: decline"), "{declined}");
+    assert_eq!(
+        audit_lines(&setup.audit)[0]["reason"],
+        "granular policy without mcp_elicitations"
+    );
+}
+
+fn setup_again(settings: ElicitationSettings) -> Setup {
+    setup(r#"{"default": "allow"}"#, settings, Arc::new(NoPerson))
+}
+
+/// A person who never answers.
+struct Silent;
+
+impl Person for Silent {
+    fn ask(
+        &self,
+        _: &IncomingElicitation,
+    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
+        Some(Box::pin(std::future::pending()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_disconnect_cancels_its_pending_elicitations() {
+    let unique = format!("disconnect-{}-{}", std::process::id(), line!());
+    let sandbox = sandbox();
+    let chain = Chain::new(vec![ChainLink::new(load(&sandbox, "gatehouse_guardian"))]);
+    let audit = Arc::new(AuditLog::in_memory());
+    let router = Arc::new(Router::new(
+        chain,
+        ElicitationSettings::default(),
+        audit.clone(),
+        Arc::new(Silent),
+        8,
+    ));
+    let server = RawServer {
+        command: Some(demo_server().display().to_string()),
+        args: vec!["--name".into(), unique.clone()],
+        ..RawServer::default()
+    }
+    .check("git")
+    .expect("valid");
+    let runtime = McpRuntime::new(vec![server], Arc::new(router.clone()));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    let caller = runtime.clone();
+    let call = tokio::spawn(async move { caller.call_tool("git__ask_name", None).await });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while router.pending().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never pending");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let killed = std::process::Command::new("pkill")
+        .args(["-f", &unique])
+        .status()
+        .expect("pkill");
+    assert!(killed.success(), "the server was killed");
+    while !router.pending().is_empty() || audit.lines().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pending elicitation was not cancelled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let lines = audit_lines(&audit);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["answer"]["action"], "cancel");
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("disconnected"))
+    );
+    let _ = call.await;
+}

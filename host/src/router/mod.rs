@@ -425,7 +425,7 @@ impl Router {
         let answered = tokio::select! {
             answered = asking => answered,
             () = tokio::time::sleep(self.settings.person_timeout()) => return cancel("the person did not answer in time", steps),
-            () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request", steps),
+            () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
             () = entry.replaced.cancelled() => return cancel("cancelled: replaced by a request with the same id, or shutting down", steps),
         };
         drop(entry);
