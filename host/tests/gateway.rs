@@ -298,3 +298,51 @@ async fn http_gateway_serves_and_sigterm_cancels_pending_elicitations() {
     assert_eq!(last["decided_by"], "person");
     assert_eq!(last["answer"]["action"], "cancel");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_elicitations_are_each_answered_once_and_audited() {
+    const CALLS: usize = 1000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let client = Arc::new(
+        stdio_client(
+            &config,
+            Client {
+                elicitation: true,
+                content: Some(json!({})),
+                asked: Arc::new(AtomicUsize::new(0)),
+            },
+        )
+        .await,
+    );
+    let mut calls = Vec::with_capacity(CALLS);
+    for index in 0..CALLS {
+        let client = client.clone();
+        calls.push(tokio::spawn(async move {
+            client
+                .call_tool(call(
+                    "git__delete_branch",
+                    json!({"branch": format!("b{index}")}),
+                ))
+                .await
+        }));
+    }
+    for call in calls {
+        let result = call.await.expect("task").expect("tool call");
+        assert!(
+            text(&result).contains("answered: decline"),
+            "{}",
+            text(&result)
+        );
+    }
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), CALLS, "one audit line per elicitation");
+    let mut ids: Vec<String> = lines
+        .iter()
+        .map(|line| line["request_id"].to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), CALLS, "every elicitation answered once");
+    assert!(lines.iter().all(|line| line["decided_by"] == "guest"));
+}
