@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use gatehouse::mcp::config::{RawServer, ServerConfig};
 use gatehouse::mcp::connection::DeclineAll;
+use gatehouse::mcp::result_text as text;
 use gatehouse::mcp::runtime::{McpRuntime, RuntimeError};
 use gatehouse::mcp::source::ConfigSource;
 use gatehouse_tests::{HttpServer, demo_server};
-use rmcp::model::CallToolResult;
 use serde_json::json;
 
 fn stdio(name: &str, extra: &[&str]) -> ServerConfig {
@@ -33,21 +33,6 @@ fn http(name: &str, url: &str) -> ServerConfig {
     }
     .check(name)
     .expect("valid server")
-}
-
-/// The text parts of a tool result, read from its wire form.
-fn text(result: &CallToolResult) -> String {
-    let wire = serde_json::to_value(result).unwrap_or_default();
-    wire["content"]
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter_map(|part| part["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 fn args(value: serde_json::Value) -> Option<rmcp::model::JsonObject> {

@@ -10,10 +10,11 @@ use gatehouse::audit::AuditLog;
 use gatehouse::chain::{Chain, ChainLink};
 use gatehouse::mcp::config::RawServer;
 use gatehouse::mcp::connection::IncomingElicitation;
+use gatehouse::mcp::result_text as text;
 use gatehouse::mcp::runtime::McpRuntime;
 use gatehouse::router::{ElicitationSettings, NoPerson, Person, Router};
 use gatehouse_tests::{demo_server, load, sandbox};
-use rmcp::model::{CallToolResult, ElicitResult, ErrorData};
+use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::{Value, json};
 
 struct Setup {
@@ -44,20 +45,6 @@ fn setup(config: &str, settings: ElicitationSettings, person: Arc<dyn Person>) -
         router,
         audit,
     }
-}
-
-fn text(result: &CallToolResult) -> String {
-    let wire = serde_json::to_value(result).unwrap_or_default();
-    wire["content"]
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter_map(|part| part["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 async fn call(setup: &Setup, tool: &str, arguments: Value) -> String {

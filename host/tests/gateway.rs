@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use gatehouse::mcp::result_text as text;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability, Implementation,
@@ -96,20 +97,6 @@ impl ClientHandler for Client {
             None => std::future::pending().await,
         }
     }
-}
-
-fn text(result: &rmcp::model::CallToolResult) -> String {
-    let wire = serde_json::to_value(result).unwrap_or_default();
-    wire["content"]
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter_map(|part| part["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 fn call(name: &str, arguments: Value) -> CallToolRequestParams {
