@@ -186,7 +186,7 @@ pub struct RootConfig {
 }
 
 /// The `[review]` section.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewConfig {
     /// What a module failure means, unless a module says otherwise.
@@ -198,6 +198,47 @@ pub struct ReviewConfig {
     /// The chain, in order.
     #[serde(default)]
     pub modules: Vec<ModuleConfig>,
+    /// Run the conformance `contract` suite on every module before it is
+    /// used (at start-up and on every reload). Default true.
+    #[serde(default = "yes")]
+    pub verify_contract: bool,
+    /// Where compiled modules are cached, relative to this file (default
+    /// `.gatehouse/compiled`).
+    #[serde(default)]
+    pub compile_cache: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Config {
+    /// The compiled-module cache directory.
+    pub fn compile_cache_dir(&self) -> PathBuf {
+        self.base_dir().join(
+            self.review
+                .compile_cache
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(".gatehouse/compiled")),
+        )
+    }
+
+    /// The control socket `gatehouse reload` talks to.
+    pub fn control_socket(&self) -> PathBuf {
+        self.base_dir().join(".gatehouse/control.sock")
+    }
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        ReviewConfig {
+            on_failure: OnFailure::default(),
+            limits: LimitsConfig::default(),
+            modules: Vec::new(),
+            verify_contract: true,
+            compile_cache: None,
+        }
+    }
 }
 
 /// `[review.limits]`; every field is optional and defaults as in [`Limits`].

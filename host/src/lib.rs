@@ -44,6 +44,7 @@ pub mod gateway;
 pub mod inspect;
 pub mod mcp;
 pub mod outcome;
+pub mod reload;
 pub mod request;
 pub mod router;
 pub mod sandbox;

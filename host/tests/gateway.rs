@@ -333,3 +333,79 @@ async fn a_thousand_concurrent_elicitations_are_each_answered_once_and_audited()
     assert_eq!(ids.len(), CALLS, "every elicitation answered once");
     assert!(lines.iter().all(|line| line["decided_by"] == "guest"));
 }
+
+fn set_module(config: &Path, module: &Path, module_config: &str) {
+    let text = std::fs::read_to_string(config).expect("read config");
+    let start = text.find("[[review.modules]]").expect("a module table");
+    let end = text.find("[elicitations]").expect("elicitations table");
+    let replaced = format!(
+        "{}[[review.modules]]\npath = {:?}\nconfig = {module_config}\n\n{}",
+        &text[..start],
+        module.display().to_string(),
+        &text[end..]
+    );
+    std::fs::write(config, replaced).expect("write config");
+}
+
+fn reload(config: &Path) -> (bool, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["reload", "--config"])
+        .arg(config)
+        .output()
+        .expect("gatehouse reload runs");
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gatehouse_reload_swaps_the_chain_and_refuses_a_bad_module() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let _gateway = HttpGateway::start(&config);
+    let url = _gateway.url.clone();
+    let client = Client {
+        elicitation: false,
+        content: None,
+        asked: Arc::new(AtomicUsize::new(0)),
+    }
+    .serve(StreamableHttpClientTransport::from_uri(url))
+    .await
+    .expect("initialize");
+    let delete = || call("git__delete_branch", json!({"branch": "main"}));
+    let before = client.call_tool(delete()).await.expect("call");
+    assert!(
+        text(&before).contains("unacceptable risk"),
+        "{}",
+        text(&before)
+    );
+
+    let allowlist = target().join("wasm32-wasip2/guest/gatehouse_allowlist.wasm");
+    set_module(
+        &config,
+        &allowlist,
+        r#"{ rules = [{ decision = "decline", message = "swapped in" }] }"#,
+    );
+    let (ok, said) = reload(&config);
+    assert!(ok, "{said}");
+    assert!(said.starts_with("ok "), "{said}");
+    let after = client.call_tool(delete()).await.expect("call");
+    assert!(text(&after).contains("swapped in"), "{}", text(&after));
+
+    let wrong = target().join("wasm32-wasip2/guest/test_guest_wrong_world.wasm");
+    set_module(&config, &wrong, "{}");
+    let (ok, said) = reload(&config);
+    assert!(!ok);
+    assert!(said.contains("does not export"), "{said}");
+    let still = client.call_tool(delete()).await.expect("call");
+    assert!(
+        text(&still).contains("swapped in"),
+        "the old chain keeps serving: {}",
+        text(&still)
+    );
+}

@@ -4,6 +4,7 @@
 mod conformance;
 mod demo;
 mod inspect;
+mod reload;
 mod review;
 mod serve;
 
@@ -29,6 +30,7 @@ enum Command {
     Conformance(conformance::ConformanceArgs),
     Serve(serve::ServeArgs),
     Demo(demo::DemoArgs),
+    Reload(reload::ReloadArgs),
 }
 
 /// How results are printed.
@@ -46,7 +48,9 @@ impl Cli {
     pub fn quiet_level(&self) -> &'static str {
         match self.command {
             Command::Conformance(_) => "error",
-            Command::Review(_) | Command::Inspect(_) | Command::Serve(_) => "warn",
+            Command::Review(_) | Command::Inspect(_) | Command::Serve(_) | Command::Reload(_) => {
+                "warn"
+            }
             Command::Demo(_) => "error",
         }
     }
@@ -60,6 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Conformance(args) => conformance::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Reload(args) => reload::run(args),
     }
 }
 

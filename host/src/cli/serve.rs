@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use gatehouse::audit::AuditLog;
+use gatehouse::chain::Chain;
 use gatehouse::config::Config;
+use gatehouse::conformance::Kit;
 use gatehouse::gateway::{Gateway, Upstream};
 use gatehouse::mcp::runtime::McpRuntime;
 use gatehouse::mcp::source::ConfigSource;
+use gatehouse::reload::Reloader;
 use gatehouse::router::Router;
 use gatehouse::sandbox::Sandbox;
 use gatehouse::watch::FileWatcher;
@@ -39,8 +42,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let limits = config.review.limits.to_limits();
-    let sandbox = Sandbox::new(limits.clone())?;
-    let chain = config.build_chain(&sandbox)?;
+    let sandbox = Sandbox::with_compile_cache(limits.clone(), config.compile_cache_dir())?;
     let audit_path = config.base_dir().join(
         config
             .elicitations
@@ -51,12 +53,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let audit = Arc::new(AuditLog::open(&audit_path)?);
     let upstream = Arc::new(Upstream::default());
     let router = Arc::new(Router::new(
-        chain,
+        Chain::default(),
         config.elicitations.clone(),
         audit,
         upstream.clone(),
         limits.concurrent_reviews() as usize,
     ));
+    let kit = if config.review.verify_contract {
+        Some(Kit::new(limits.clone())?)
+    } else {
+        None
+    };
+    let reloader = Arc::new(Reloader::new(&args.config, sandbox, kit, router.clone()));
+    {
+        let reloader = reloader.clone();
+        tokio::task::spawn_blocking(move || reloader.reload())
+            .await
+            .context("the reviewer chain task failed")?
+            .context("cannot load the reviewer chain")?;
+    }
     let source = Arc::new(ConfigSource::new(&args.config));
     let mcp = McpRuntime::new(source, Arc::new(router.clone()));
     let catalog = mcp.clone();
@@ -65,10 +80,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .context("cannot start the MCP servers")?;
     let watched = mcp.clone();
-    let _watcher = FileWatcher::new(&[args.config.as_path()], move |path| {
+    let _config_watcher = FileWatcher::new(&[args.config.as_path()], move |path| {
         tracing::info!(path = %path.display(), "config changed");
         watched.invalidate();
     })?;
+    let reloads = spawn_reloads(reloader.clone(), &args.config, &config.control_socket())?;
     let gateway = Gateway::new(mcp.clone(), upstream);
     let served = match &args.listen {
         None => {
@@ -86,8 +102,106 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
     router.drain(std::time::Duration::from_secs(5)).await;
+    reloads.abort();
+    let _ = std::fs::remove_file(config.control_socket());
     drop(mcp);
     served.map(|()| ExitCode::SUCCESS)
+}
+
+/// Reloads the chain on a change to the config or a module file, on SIGHUP,
+/// and on `gatehouse reload` (a line `reload` on the control socket, answered
+/// with `ok ...` or `error: ...`). Failures keep the old chain and are logged
+/// and reported to whoever asked.
+fn spawn_reloads(
+    reloader: Arc<Reloader>,
+    config: &std::path::Path,
+    socket: &std::path::Path,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let (trigger, mut triggers) =
+        tokio::sync::mpsc::unbounded_channel::<Option<tokio::sync::oneshot::Sender<String>>>();
+    let mut watched: Vec<PathBuf> = reloader.module_paths();
+    watched.push(config.to_path_buf());
+    let paths: Vec<&std::path::Path> = watched.iter().map(PathBuf::as_path).collect();
+    let on_change = trigger.clone();
+    let watcher = FileWatcher::new(&paths, move |path| {
+        tracing::info!(path = %path.display(), "a module or the config changed; reloading the chain");
+        let _ = on_change.send(None);
+    })?;
+    #[cfg(unix)]
+    {
+        let on_hangup = trigger.clone();
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading the chain");
+                let _ = on_hangup.send(None);
+            }
+        });
+        if let Some(dir) = socket.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let _ = std::fs::remove_file(socket);
+        let listener = tokio::net::UnixListener::bind(socket)
+            .with_context(|| format!("cannot listen on the control socket {}", socket.display()))?;
+        let on_command = trigger.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let on_command = on_command.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+                    let (reader, mut writer) = stream.into_split();
+                    let mut line = String::new();
+                    let mut reader = tokio::io::BufReader::new(reader);
+                    if reader.read_line(&mut line).await.is_err() {
+                        return;
+                    }
+                    let reply = if line.trim() == "reload" {
+                        let (answer, answered) = tokio::sync::oneshot::channel();
+                        let _ = on_command.send(Some(answer));
+                        answered
+                            .await
+                            .unwrap_or_else(|_| "error: the reloader stopped".to_owned())
+                    } else {
+                        format!("error: unknown command {:?}; try `reload`", line.trim())
+                    };
+                    let _ = writer.write_all(format!("{reply}\n").as_bytes()).await;
+                });
+            }
+        });
+    }
+    Ok(tokio::spawn(async move {
+        let _watcher = watcher;
+        while let Some(reply) = triggers.recv().await {
+            // Editors write in bursts: let them settle, then take every
+            // request that came in as one reload.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let mut replies: Vec<tokio::sync::oneshot::Sender<String>> =
+                reply.into_iter().collect();
+            while let Ok(more) = triggers.try_recv() {
+                replies.extend(more);
+            }
+            let reloader = reloader.clone();
+            let outcome = tokio::task::spawn_blocking(move || reloader.reload()).await;
+            let message = match outcome {
+                Ok(Ok(reloaded)) => {
+                    let modules: Vec<String> = reloaded
+                        .modules
+                        .iter()
+                        .map(|(name, digest)| format!("{name}={digest}"))
+                        .collect();
+                    format!("ok {} ({:?})", modules.join(" "), reloaded.elapsed)
+                }
+                Ok(Err(error)) => {
+                    tracing::error!("reload refused; the old chain keeps serving: {error}");
+                    format!("error: {error}")
+                }
+                Err(error) => format!("error: the reload task failed: {error}"),
+            };
+            for reply in replies {
+                let _ = reply.send(message.clone());
+            }
+        }
+    }))
 }
 
 async fn serve_http(gateway: Gateway, address: &str) -> anyhow::Result<()> {

@@ -130,7 +130,7 @@ pub(crate) fn load(
     if is_core_module(bytes) {
         return Err(LoadError::CoreModule(source.to_owned()));
     }
-    let component = Component::new(&shared.engine, bytes).map_err(|error| {
+    let component = compile(&shared, bytes, &digest).map_err(|error| {
         let detail = format!("{error:#}");
         // wasmtime checks memories against the pool while compiling.
         if detail.contains("pooling allocator") {
@@ -170,6 +170,64 @@ pub(crate) fn load(
         component,
         pre,
     ))
+}
+
+/// Compiles `bytes`, through the on-disk cache when the sandbox has one.
+fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
+    let Some(dir) = &shared.compile_cache else {
+        return Component::new(&shared.engine, bytes);
+    };
+    let path = dir.join(format!(
+        "{digest}-{:016x}.cwasm",
+        compatibility(&shared.engine)
+    ));
+    // Read into memory rather than map the file: a cache file truncated
+    // while mapped would crash the host.
+    if let Ok(cached) = std::fs::read(&path) {
+        // SAFETY: files in the cache are written only by `store_compiled`
+        // below, from `precompile_component` of this engine configuration
+        // (the name carries its compatibility hash) and of the bytes whose
+        // sha256 the name carries; the directory is private to this user.
+        // wasmtime also checks the artifact's header against the engine.
+        match unsafe { Component::deserialize(&shared.engine, &cached) } {
+            Ok(component) => return Ok(component),
+            Err(error) => {
+                tracing::warn!(path = %path.display(), "discarding an unusable compiled module: {error:#}");
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let compiled = shared.engine.precompile_component(bytes)?;
+    if let Err(error) = store_compiled(dir, &path, &compiled) {
+        tracing::warn!(path = %path.display(), "cannot cache the compiled module: {error}");
+    }
+    // SAFETY: `compiled` was just produced by this engine's
+    // `precompile_component`.
+    unsafe { Component::deserialize(&shared.engine, &compiled) }
+}
+
+/// Writes a compiled artifact atomically into a private directory.
+fn store_compiled(
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    compiled: &[u8],
+) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
+    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&temporary, compiled)?;
+    std::fs::rename(&temporary, path)
+}
+
+/// The engine's compatibility hash, as a number for file names.
+fn compatibility(engine: &wasmtime::Engine) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The eight-byte preamble of a core module, version 1.

@@ -58,6 +58,7 @@ pub(crate) struct Shared {
     pub(crate) linker: Linker<ReviewState>,
     pub(crate) limits: Limits,
     pub(crate) wasi: WasiPolicy,
+    pub(crate) compile_cache: Option<std::path::PathBuf>,
     _ticker: EpochTicker,
 }
 
@@ -85,6 +86,25 @@ impl Sandbox {
 
     /// Like [`Sandbox::new`], with the given WASI policy.
     pub fn with_wasi(limits: Limits, wasi: WasiPolicy) -> Result<Sandbox, SandboxError> {
+        Sandbox::build(limits, wasi, None)
+    }
+
+    /// Like [`Sandbox::new`], keeping compiled modules in `dir` (created,
+    /// private to this user) so that restarts and swaps back skip
+    /// compilation. Only artifacts this host wrote, named by the module's
+    /// sha256 and the engine's compatibility hash, are ever loaded from it.
+    pub fn with_compile_cache(
+        limits: Limits,
+        dir: impl Into<std::path::PathBuf>,
+    ) -> Result<Sandbox, SandboxError> {
+        Sandbox::build(limits, WasiPolicy::Closed, Some(dir.into()))
+    }
+
+    fn build(
+        limits: Limits,
+        wasi: WasiPolicy,
+        compile_cache: Option<std::path::PathBuf>,
+    ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
         let reviews = limits.concurrent_reviews();
         pool.total_component_instances(reviews)
@@ -118,6 +138,7 @@ impl Sandbox {
                 linker,
                 limits,
                 wasi,
+                compile_cache,
                 _ticker: ticker,
             }),
         })

@@ -1,0 +1,254 @@
+//! Swapping the reviewer chain at run time: under load, no review fails or
+//! is lost and each is decided by the old or the new module; bad modules are
+//! refused while the old chain keeps serving.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gatehouse::audit::AuditLog;
+use gatehouse::chain::Chain;
+use gatehouse::conformance::Kit;
+use gatehouse::mcp::connection::IncomingElicitation;
+use gatehouse::reload::{ReloadError, Reloader};
+use gatehouse::router::{ElicitationSettings, NoPerson, Router};
+use gatehouse::sandbox::{Limits, Sandbox};
+use gatehouse_tests::guest;
+use rmcp::model::{ElicitationAction, NumberOrString};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn write_config(path: &Path, module: &Path, config: &str, pin: Option<&str>) {
+    let pin = pin
+        .map(|pin| format!("sha256 = {pin:?}\n"))
+        .unwrap_or_default();
+    std::fs::write(
+        path,
+        format!(
+            "[[review.modules]]\npath = {:?}\n{pin}config = {config}\n",
+            module.display().to_string()
+        ),
+    )
+    .expect("write config");
+}
+
+fn elicitation(id: i64) -> IncomingElicitation {
+    IncomingElicitation {
+        server: "docs".to_owned(),
+        request_id: NumberOrString::Number(id),
+        protocol_version: "2025-11-25".to_owned(),
+        params: json!({
+            "message": "Allow read_file?",
+            "requestedSchema": {"type": "object", "properties": {}},
+            "_meta": {"codex_request_type": "approval_request", "codex_approval_kind": "mcp_tool_call",
+                      "tool_name": "read_file"}
+        }),
+        cancelled: CancellationToken::new(),
+    }
+}
+
+const GUARDIAN_ACCEPTS: &str = r#"{ default = "allow" }"#;
+const ALLOWLIST_DECLINES: &str = r#"{ rules = [{ decision = "decline", message = "no" }] }"#;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    router: Arc<Router>,
+    audit: Arc<AuditLog>,
+    sandbox: Sandbox,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gatehouse.toml");
+    write_config(
+        &config,
+        &guest("gatehouse_guardian"),
+        GUARDIAN_ACCEPTS,
+        None,
+    );
+    let sandbox =
+        Sandbox::with_compile_cache(Limits::default(), dir.path().join("cache")).expect("sandbox");
+    let audit = Arc::new(AuditLog::in_memory());
+    let router = Arc::new(Router::new(
+        Chain::default(),
+        ElicitationSettings::default(),
+        audit.clone(),
+        Arc::new(NoPerson),
+        64,
+    ));
+    Fixture {
+        _dir: dir,
+        config,
+        router,
+        audit,
+        sandbox,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_swaps_under_load_lose_no_review() {
+    let fixture = fixture();
+    let reloader = Arc::new(Reloader::new(
+        &fixture.config,
+        fixture.sandbox.clone(),
+        None,
+        fixture.router.clone(),
+    ));
+    let first = reloader.reload().expect("initial chain");
+    let guardian_digest = first.modules[0].1.clone();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut reviewers = Vec::new();
+    for task in 0..8i64 {
+        let (router, stop) = (fixture.router.clone(), stop.clone());
+        reviewers.push(tokio::spawn(async move {
+            let mut actions = Vec::new();
+            let mut id = task * 1_000_000;
+            while !stop.load(Ordering::SeqCst) {
+                id += 1;
+                let answer = router
+                    .route(elicitation(id))
+                    .await
+                    .expect("every review is answered");
+                actions.push(answer.action);
+            }
+            actions
+        }));
+    }
+    let (config, swapper) = (fixture.config.clone(), reloader.clone());
+    let allowlist = guest("gatehouse_allowlist");
+    let guardian = guest("gatehouse_guardian");
+    let swaps = tokio::task::spawn_blocking(move || {
+        let mut digests = Vec::new();
+        for swap in 0..100 {
+            if swap % 2 == 0 {
+                write_config(&config, &allowlist, ALLOWLIST_DECLINES, None);
+            } else {
+                write_config(&config, &guardian, GUARDIAN_ACCEPTS, None);
+            }
+            let reloaded = swapper.reload().expect("a good module swaps in");
+            digests.push(reloaded.modules[0].1.clone());
+        }
+        digests
+    })
+    .await
+    .expect("swaps");
+    stop.store(true, Ordering::SeqCst);
+    let mut reviewed = 0;
+    for reviewer in reviewers {
+        let actions = reviewer.await.expect("reviewer");
+        assert!(actions.iter().all(|action| matches!(
+            action,
+            ElicitationAction::Accept | ElicitationAction::Decline
+        )));
+        reviewed += actions.len();
+    }
+    let allowlist_digest = swaps[0].clone();
+    assert_ne!(allowlist_digest, guardian_digest);
+    let lines: Vec<Value> = fixture
+        .audit
+        .lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect();
+    assert_eq!(lines.len(), reviewed, "one audit line per review");
+    assert!(reviewed > 0);
+    for line in &lines {
+        let steps = line["steps"].as_array().expect("steps");
+        assert_eq!(steps.len(), 1, "{line}");
+        let digest = steps[0]["sha256"].as_str().expect("digest");
+        let action = line["answer"]["action"].as_str().expect("action");
+        // Decided by exactly the old or the new module, never a mix.
+        match action {
+            "accept" => assert_eq!(digest, guardian_digest),
+            "decline" => assert_eq!(digest, allowlist_digest),
+            other => panic!("unexpected answer {other}: {line}"),
+        }
+        assert_eq!(line["decided_by"], "guest", "{line}");
+    }
+}
+
+async fn answer(router: &Router) -> String {
+    let answer = router.route(elicitation(1)).await.expect("answered");
+    serde_json::to_value(&answer).expect("json")["action"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_modules_are_refused_and_the_old_chain_keeps_serving() {
+    let fixture = fixture();
+    let kit = Kit::new(Limits::default()).expect("kit");
+    let reloader = Reloader::new(
+        &fixture.config,
+        fixture.sandbox.clone(),
+        Some(kit),
+        fixture.router.clone(),
+    );
+    reloader.reload().expect("the guardian passes");
+    assert_eq!(answer(&fixture.router).await, "accept");
+
+    let dir = fixture.config.parent().expect("dir").to_path_buf();
+    let garbage = dir.join("garbage.wasm");
+    std::fs::write(&garbage, b"\0asm\x0d\0\x01\0 this is not a component").expect("write");
+    let cases: Vec<(std::path::PathBuf, Option<&str>, &str)> = vec![
+        (garbage, None, "does not compile"),
+        (guest("test_guest_wrong_world"), None, "does not export"),
+        (guest("gatehouse_allowlist"), Some("00"), "sha256"),
+        (
+            guest("test_guest_counter"),
+            None,
+            "fails the contract suite",
+        ),
+    ];
+    for (module, pin, reason) in cases {
+        let pin = pin.map(|pin| pin.repeat(32));
+        write_config(&fixture.config, &module, "{}", pin.as_deref());
+        let error = reloader.reload().expect_err("refused");
+        assert!(
+            error.to_string().contains(reason),
+            "{}: {error}",
+            module.display()
+        );
+        assert!(matches!(
+            error,
+            ReloadError::Load { .. } | ReloadError::Contract { .. }
+        ));
+        // The old chain still answers.
+        assert_eq!(
+            answer(&fixture.router).await,
+            "accept",
+            "after {}",
+            module.display()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compile_cache_is_used_on_the_second_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let bytes = std::fs::read(guest("gatehouse_guardian")).expect("read");
+    let first = Sandbox::with_compile_cache(Limits::default(), &cache).expect("sandbox");
+    let module = first.load_bytes("g", "g.wasm", &bytes, None).expect("load");
+    let entries: Vec<_> = std::fs::read_dir(&cache).expect("cache dir").collect();
+    assert_eq!(entries.len(), 1, "one artifact written");
+    let artifact = entries[0].as_ref().expect("entry").path();
+    assert!(artifact.display().to_string().contains(module.digest()));
+    // A fresh sandbox (a restart) loads from the cache and reviews normally.
+    let second = Sandbox::with_compile_cache(Limits::default(), &cache).expect("sandbox");
+    let again = second
+        .load_bytes("g", "g.wasm", &bytes, None)
+        .expect("load from cache");
+    assert!(again.describe().is_ok());
+    // A corrupted artifact is discarded and rebuilt, never trusted.
+    std::fs::write(&artifact, b"corrupt").expect("corrupt");
+    let third = Sandbox::with_compile_cache(Limits::default(), &cache).expect("sandbox");
+    let rebuilt = third
+        .load_bytes("g", "g.wasm", &bytes, None)
+        .expect("rebuilt");
+    assert!(rebuilt.describe().is_ok());
+    assert!(std::fs::metadata(&artifact).expect("rewritten").len() > 1000);
+}
