@@ -208,11 +208,18 @@ struct HttpGateway {
 
 impl HttpGateway {
     fn start(config: &Path) -> HttpGateway {
+        HttpGateway::start_logging(config, std::process::Stdio::inherit())
+    }
+
+    /// Starts it with info logs going to `stderr`.
+    fn start_logging(config: &Path, stderr: impl Into<std::process::Stdio>) -> HttpGateway {
         use std::io::BufRead;
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(config)
+            .env("RUST_LOG", "gatehouse=info")
             .stdout(std::process::Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("gatehouse starts");
         let mut line = String::new();
@@ -408,4 +415,64 @@ async fn gatehouse_reload_swaps_the_chain_and_refuses_a_bad_module() {
         "the old chain keeps serving: {}",
         text(&still)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_module_file_or_sighup_swaps_without_a_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    // The chain's module is a file of our own that we can replace.
+    let module = dir.path().join("reviewer.wasm");
+    std::fs::copy(target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"), &module).expect("copy");
+    set_module(&config, &module, "{}");
+    let log = dir.path().join("gatehouse.log");
+    let gateway = HttpGateway::start_logging(&config, std::fs::File::create(&log).expect("log file"));
+    let client = Client {
+        elicitation: false,
+        content: None,
+        asked: Arc::new(AtomicUsize::new(0)),
+    }
+    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .await
+    .expect("initialize");
+    let delete = || call("git__delete_branch", json!({"branch": "main"}));
+    let answer = client.call_tool(delete()).await.expect("call");
+    assert!(text(&answer).contains("unacceptable risk"), "{}", text(&answer));
+
+    // Replace the module file: the allowlist with an empty config defers,
+    // and nobody upstream can answer, so the answer becomes a plain decline.
+    let replacement = dir.path().join("next.wasm");
+    std::fs::copy(target().join("wasm32-wasip2/guest/gatehouse_allowlist.wasm"), &replacement).expect("copy");
+    std::fs::rename(&replacement, &module).expect("replace the module");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = client.call_tool(delete()).await.expect("call");
+        if !text(&answer).contains("unacceptable risk") {
+            assert!(text(&answer).contains("answered: decline"), "{}", text(&answer));
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the module change was not picked up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lines = audit(dir.path());
+    assert_eq!(lines.last().expect("audited")["decided_by"], "unhandled");
+
+    // SIGHUP reloads, with nothing changed on disk.
+    let swaps = |log: &Path| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .matches("reviewer chain swapped")
+            .count()
+    };
+    let before = swaps(&log);
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &gateway.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    while swaps(&log) <= before {
+        assert!(tokio::time::Instant::now() < deadline, "SIGHUP did not reload");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(std::fs::read_to_string(&log).unwrap_or_default().contains("SIGHUP"));
 }
