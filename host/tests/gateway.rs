@@ -423,10 +423,15 @@ async fn a_changed_module_file_or_sighup_swaps_without_a_command() {
     let config = config(dir.path(), "{}");
     // The chain's module is a file of our own that we can replace.
     let module = dir.path().join("reviewer.wasm");
-    std::fs::copy(target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"), &module).expect("copy");
+    std::fs::copy(
+        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
+        &module,
+    )
+    .expect("copy");
     set_module(&config, &module, "{}");
     let log = dir.path().join("gatehouse.log");
-    let gateway = HttpGateway::start_logging(&config, std::fs::File::create(&log).expect("log file"));
+    let gateway =
+        HttpGateway::start_logging(&config, std::fs::File::create(&log).expect("log file"));
     let client = Client {
         elicitation: false,
         content: None,
@@ -437,21 +442,36 @@ async fn a_changed_module_file_or_sighup_swaps_without_a_command() {
     .expect("initialize");
     let delete = || call("git__delete_branch", json!({"branch": "main"}));
     let answer = client.call_tool(delete()).await.expect("call");
-    assert!(text(&answer).contains("unacceptable risk"), "{}", text(&answer));
+    assert!(
+        text(&answer).contains("unacceptable risk"),
+        "{}",
+        text(&answer)
+    );
 
     // Replace the module file: the allowlist with an empty config defers,
     // and nobody upstream can answer, so the answer becomes a plain decline.
     let replacement = dir.path().join("next.wasm");
-    std::fs::copy(target().join("wasm32-wasip2/guest/gatehouse_allowlist.wasm"), &replacement).expect("copy");
+    std::fs::copy(
+        target().join("wasm32-wasip2/guest/gatehouse_allowlist.wasm"),
+        &replacement,
+    )
+    .expect("copy");
     std::fs::rename(&replacement, &module).expect("replace the module");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let answer = client.call_tool(delete()).await.expect("call");
         if !text(&answer).contains("unacceptable risk") {
-            assert!(text(&answer).contains("answered: decline"), "{}", text(&answer));
+            assert!(
+                text(&answer).contains("answered: decline"),
+                "{}",
+                text(&answer)
+            );
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the module change was not picked up");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the module change was not picked up"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let lines = audit(dir.path());
@@ -471,8 +491,15 @@ async fn a_changed_module_file_or_sighup_swaps_without_a_command() {
         .expect("kill");
     assert!(status.success());
     while swaps(&log) <= before {
-        assert!(tokio::time::Instant::now() < deadline, "SIGHUP did not reload");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "SIGHUP did not reload"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(std::fs::read_to_string(&log).unwrap_or_default().contains("SIGHUP"));
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("SIGHUP")
+    );
 }
