@@ -21,14 +21,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::chain::{Chain, ChainLink, OnFailure};
+use crate::chain::OnFailure;
 use crate::mcp::config::{RawServer, ServerConfig, ServerConfigError};
-use crate::sandbox::{Limits, LoadError, Sandbox};
+use crate::sandbox::Limits;
 
 /// Why a config could not be used. Each names the file and the field.
 #[derive(Debug, thiserror::Error)]
@@ -57,16 +56,6 @@ pub enum ConfigError {
         path: PathBuf,
         /// What is wrong, naming the server and the field.
         source: ServerConfigError,
-    },
-    /// A module in the chain could not be loaded.
-    #[error("{}: review.modules[{index}]: {source}", path.display())]
-    Module {
-        /// The config file.
-        path: PathBuf,
-        /// The module's position.
-        index: usize,
-        /// Why.
-        source: LoadError,
     },
 }
 
@@ -135,31 +124,6 @@ impl Config {
     /// The directory relative module paths are resolved against.
     pub fn base_dir(&self) -> &Path {
         self.origin.parent().unwrap_or(Path::new("."))
-    }
-
-    /// Loads every module of the chain into `sandbox`, in order.
-    pub fn build_chain(&self, sandbox: &Sandbox) -> Result<Chain, ConfigError> {
-        let mut links = Vec::with_capacity(self.review.modules.len());
-        for (index, spec) in self.review.modules.iter().enumerate() {
-            let path = self.base_dir().join(&spec.path);
-            let module = sandbox
-                .load_file(&path, spec.sha256.as_deref())
-                .map_err(|source| ConfigError::Module {
-                    path: self.origin.clone(),
-                    index,
-                    source,
-                })?;
-            let module = match &spec.name {
-                Some(name) => module.renamed(name),
-                None => module,
-            };
-            links.push(
-                ChainLink::new(Arc::new(module))
-                    .with_config(spec.config_json())
-                    .with_on_failure(spec.on_failure.unwrap_or(self.review.on_failure)),
-            );
-        }
-        Ok(Chain::new(links))
     }
 }
 

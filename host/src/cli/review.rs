@@ -155,7 +155,9 @@ fn build_chain(args: &ReviewArgs) -> anyhow::Result<(Sandbox, Chain)> {
         );
     }
     let sandbox = Sandbox::new(config.review.limits.to_limits())?;
-    let mut links = config.build_chain(&sandbox)?.links().to_vec();
+    let mut links = gatehouse::reload::build_checked_chain(&config, &sandbox, None)?
+        .links()
+        .to_vec();
     for (index, path) in args.modules.iter().enumerate() {
         let module = sandbox.load_file(path, None)?;
         let mut link = ChainLink::new(Arc::new(module)).with_on_failure(config.review.on_failure);
