@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use gatehouse::audit::AuditLog;
 use gatehouse::chain::Chain;
 use gatehouse::conformance::Kit;
-use gatehouse::mcp::connection::IncomingElicitation;
+use gatehouse::mcp::connection::{Delivery, IncomingElicitation};
 use gatehouse::reload::{ReloadError, Reloader};
 use gatehouse::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse::sandbox::{Limits, Sandbox};
@@ -44,6 +44,7 @@ fn elicitation(id: i64) -> IncomingElicitation {
                       "tool_name": "read_file"}
         }),
         cancelled: CancellationToken::new(),
+        delivery: Delivery::Request,
     }
 }
 
@@ -251,4 +252,39 @@ async fn the_compile_cache_is_used_on_the_second_load() {
         .expect("rebuilt");
     assert!(rebuilt.describe().is_ok());
     assert!(std::fs::metadata(&artifact).expect("rewritten").len() > 1000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_settings_reload_with_the_chain() {
+    let fixture = fixture();
+    let reloader = Reloader::new(
+        &fixture.config,
+        fixture.sandbox.clone(),
+        None,
+        fixture.router.clone(),
+    );
+    let first = reloader.reload().expect("initial chain");
+    assert!(!first.settings_changed);
+    assert_eq!(answer(&fixture.router).await, "accept");
+
+    // The same module, now with auto-deny for the server: the next
+    // elicitation is declined by policy without review.
+    let mut text = std::fs::read_to_string(&fixture.config).expect("read");
+    text.push_str("\n[elicitations.servers.docs]\nauto_deny = true\n");
+    std::fs::write(&fixture.config, text).expect("write");
+    let second = reloader.reload().expect("reload");
+    assert!(second.settings_changed);
+    assert_eq!(answer(&fixture.router).await, "decline");
+    let last: Value =
+        serde_json::from_str(fixture.audit.lines().last().expect("an audit line")).expect("json");
+    assert_eq!(last["decided_by"], "policy");
+    assert_eq!(last["reason"], "auto-deny");
+
+    // A bad settings table is refused, and the old settings keep serving.
+    let mut text = std::fs::read_to_string(&fixture.config).expect("read");
+    text.push_str("approval_policy = \"sometimes\"\n");
+    std::fs::write(&fixture.config, text).expect("write");
+    let error = reloader.reload().expect_err("bad policy refused");
+    assert!(error.to_string().contains("approval_policy"), "{error}");
+    assert_eq!(answer(&fixture.router).await, "decline");
 }

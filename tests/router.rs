@@ -402,3 +402,26 @@ async fn a_server_disconnect_cancels_its_pending_elicitations() {
     );
     let _ = call.await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_who_never_answers_times_out_to_cancel() {
+    let settings = ElicitationSettings {
+        person_timeout_sec: 0.3,
+        ..ElicitationSettings::default()
+    };
+    let setup = setup("{}", settings, Arc::new(Silent));
+    let started = std::time::Instant::now();
+    let answer = call(&setup, "git__ask_name", json!({})).await;
+    assert!(answer.contains("cancel"), "{answer}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(300),
+        "cancelled before the person's time was up"
+    );
+    assert!(setup.router.pending().is_empty());
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["decided_by"], "person");
+    assert_eq!(lines[0]["answer"]["action"], "cancel");
+    assert_eq!(lines[0]["reason"], "the person did not answer in time");
+    assert_eq!(lines[0]["steps"][0]["outcome"], "defer");
+}

@@ -1,8 +1,9 @@
-//! Swapping the reviewer chain while the host runs: build the new chain off
-//! the request path, check every module (compiles, right world and version,
-//! pinned digest, fits the pool, passes the conformance `contract` suite),
-//! then swap it in atomically. Any failure keeps the old chain serving and
-//! says why.
+//! Swapping the reviewer chain and the `[elicitations]` settings while the
+//! host runs: build the new chain off the request path, check every module
+//! (compiles, right world and version, pinned digest, fits the pool, passes
+//! the conformance `contract` suite), then swap chain and settings in
+//! together. Any failure keeps the old chain and settings serving and says
+//! why.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,6 +56,8 @@ pub struct Reloaded {
     pub modules: Vec<(String, String)>,
     /// How long building and checking took.
     pub elapsed: Duration,
+    /// Whether the `[elicitations]` settings changed.
+    pub settings_changed: bool,
 }
 
 /// Builds chains from the config and swaps them into a router.
@@ -106,12 +109,22 @@ impl Reloader {
                 )
             })
             .collect();
+        let settings = config.elicitations;
+        let current = self.router.settings();
+        if settings.audit_log != current.audit_log {
+            tracing::warn!(
+                "elicitations.audit_log changed; the audit log stays where it was opened until a restart"
+            );
+        }
+        let settings_changed = *current != settings;
         self.router.swap_chain(chain);
+        self.router.swap_settings(settings);
         let reloaded = Reloaded {
             modules,
             elapsed: started.elapsed(),
+            settings_changed,
         };
-        tracing::info!(modules = ?reloaded.modules, elapsed = ?reloaded.elapsed, "reviewer chain swapped");
+        tracing::info!(modules = ?reloaded.modules, elapsed = ?reloaded.elapsed, settings_changed, "reviewer chain and settings swapped");
         Ok(reloaded)
     }
 

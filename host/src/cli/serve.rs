@@ -189,10 +189,21 @@ fn spawn_reloads(
                         .iter()
                         .map(|(name, digest)| format!("{name}={digest}"))
                         .collect();
-                    format!("ok {} ({:?})", modules.join(" "), reloaded.elapsed)
+                    let settings = if reloaded.settings_changed {
+                        "; [elicitations] updated"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "ok {} ({:?}){settings}",
+                        modules.join(" "),
+                        reloaded.elapsed
+                    )
                 }
                 Ok(Err(error)) => {
-                    tracing::error!("reload refused; the old chain keeps serving: {error}");
+                    tracing::error!(
+                        "reload refused; the old chain and settings keep serving: {error}"
+                    );
                     format!("error: {error}")
                 }
                 Err(error) => format!("error: the reload task failed: {error}"),

@@ -1,82 +1,52 @@
 //! The gateway: gatehouse as an MCP server in front of the MCP runtime. It
-//! lists the aggregated tools under qualified names, forwards `tools/call`
-//! to the right server, tells the upstream client when the catalog changes,
-//! and puts what the chain defers in front of the person through the
-//! upstream client, when that client declared the mode.
+//! lists the aggregated tools under qualified names and forwards
+//! `tools/call` to the right server; forwards resources and prompts
+//! ([`forward`]); tells the upstream client when the catalog changes; and
+//! puts what the chain defers in front of the person ([`upstream`]).
 
-use std::sync::{Arc, Mutex};
+mod forward;
+mod upstream;
 
-use futures::future::BoxFuture;
+use std::sync::Arc;
+
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitResult, ErrorData, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
-use crate::mcp::connection::IncomingElicitation;
+pub use forward::Forwarder;
+pub use upstream::{REMEMBERED_URL_ELICITATIONS, Upstream};
+
 use crate::mcp::runtime::{McpRuntime, RuntimeError};
-use crate::router::Person;
-
-/// The person behind the upstream client that connected most recently.
-#[derive(Default)]
-pub struct Upstream {
-    peer: Mutex<Option<Peer<RoleServer>>>,
-}
-
-impl std::fmt::Debug for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream").finish_non_exhaustive()
-    }
-}
-
-impl Upstream {
-    fn set(&self, peer: Peer<RoleServer>) {
-        if let Ok(mut slot) = self.peer.lock() {
-            *slot = Some(peer);
-        }
-    }
-
-    fn peer(&self) -> Option<Peer<RoleServer>> {
-        self.peer.lock().ok().and_then(|slot| slot.clone())
-    }
-}
-
-impl Person for Upstream {
-    fn ask(
-        &self,
-        elicitation: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
-        let peer = self.peer()?;
-        let params: ElicitRequestParams =
-            serde_json::from_value(elicitation.params.clone()).ok()?;
-        let mode = match &params {
-            ElicitRequestParams::UrlElicitationParams { .. } => rmcp::service::ElicitationMode::Url,
-            _ => rmcp::service::ElicitationMode::Form,
-        };
-        if !peer.supported_elicitation_modes().contains(&mode) {
-            return None;
-        }
-        Some(Box::pin(async move {
-            peer.create_elicitation(params).await.map_err(|error| {
-                ErrorData::internal_error(format!("the upstream client failed: {error}"), None)
-            })
-        }))
-    }
-}
 
 /// The MCP server gatehouse presents upstream.
 #[derive(Clone)]
 pub struct Gateway {
     runtime: McpRuntime,
     upstream: Arc<Upstream>,
+    forwarder: Forwarder,
 }
 
 impl Gateway {
-    /// A gateway over `runtime`; `upstream` must be the router's [`Person`].
+    /// A gateway over `runtime`; `upstream` must be the router's [`Person`](crate::router::Person).
     pub fn new(runtime: McpRuntime, upstream: Arc<Upstream>) -> Self {
-        Gateway { runtime, upstream }
+        Gateway {
+            runtime,
+            upstream,
+            forwarder: Forwarder::default(),
+        }
+    }
+
+    async fn refreshed(&self) -> Arc<crate::mcp::runtime::Snapshot> {
+        if let Err(error) = self.runtime.refresh_if_dirty().await {
+            tracing::warn!("refresh failed; serving the last catalog: {error}");
+        }
+        self.runtime.snapshot()
     }
 }
 
@@ -86,6 +56,8 @@ impl ServerHandler for Gateway {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_prompts()
                 .build(),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -119,12 +91,9 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        if let Err(error) = self.runtime.refresh_if_dirty().await {
-            tracing::warn!("refresh before tools/list failed: {error}");
-        }
         let tools = self
-            .runtime
-            .snapshot()
+            .refreshed()
+            .await
             .tools()
             .iter()
             .map(|entry| {
@@ -155,5 +124,62 @@ impl ServerHandler for Gateway {
                 Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into())
             }
         }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let snapshot = self.refreshed().await;
+        Ok(ListResourcesResult::with_all_items(
+            self.forwarder.list_resources(&snapshot).await,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let snapshot = self.refreshed().await;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.forwarder.list_resource_templates(&snapshot).await,
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let snapshot = self.refreshed().await;
+        self.forwarder
+            .read_resource(&snapshot, &request.uri)
+            .await
+            .map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let snapshot = self.refreshed().await;
+        Ok(ListPromptsResult::with_all_items(
+            self.forwarder.list_prompts(&snapshot).await,
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let snapshot = self.refreshed().await;
+        self.forwarder
+            .get_prompt(&snapshot, &request.name, request.arguments)
+            .await
+            .map(Into::into)
     }
 }

@@ -62,7 +62,32 @@ pub struct RawServer {
     pub disabled_tools: Vec<String>,
     /// Codex's default approval mode for the server's tools.
     pub default_tools_approval_mode: Option<ApprovalMode>,
+    /// gatehouse's own: which MCP protocol to speak (see [`Lifecycle`]);
+    /// `"2026-07-28"`, `"auto"`, or a dated version with the `initialize`
+    /// handshake. Default: the `initialize` handshake at the newest version
+    /// the server accepts.
+    pub protocol_version: Option<String>,
 }
+
+/// How a connection starts and which protocol it speaks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Lifecycle {
+    /// The `initialize` handshake; the server picks the newest version it
+    /// has up to `2025-11-25` (Codex's behaviour, and the default).
+    #[default]
+    Initialize,
+    /// The `initialize` handshake asking for exactly this version.
+    Pinned(String),
+    /// `server/discover` and protocol `2026-07-28`: no server-to-client
+    /// requests; elicitations arrive as input requests inside tool results.
+    Discover,
+    /// Try `server/discover` first; fall back to `initialize` when the
+    /// server is older (it may take up to 10 s to find out).
+    Auto,
+}
+
+/// The protocol version that replaced the handshake with `server/discover`.
+pub const DISCOVER_PROTOCOL_VERSION: &str = "2026-07-28";
 
 /// Codex's `default_tools_approval_mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -126,6 +151,8 @@ pub struct ServerConfig {
     pub disabled_tools: Vec<String>,
     /// Codex's default approval mode.
     pub default_tools_approval_mode: Option<ApprovalMode>,
+    /// How to start the connection (`protocol_version`).
+    pub lifecycle: Lifecycle,
 }
 
 impl ServerConfig {
@@ -274,6 +301,22 @@ impl RawServer {
                 format!("{secs} is not a positive number of seconds"),
             )),
         };
+        let lifecycle = match self.protocol_version.as_deref() {
+            None => Lifecycle::Initialize,
+            Some("auto") => Lifecycle::Auto,
+            Some(DISCOVER_PROTOCOL_VERSION) => Lifecycle::Discover,
+            Some(version @ ("2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25")) => {
+                Lifecycle::Pinned(version.to_owned())
+            }
+            Some(other) => {
+                return Err(bad(
+                    "protocol_version",
+                    format!(
+                        "{other:?} is not a protocol version gatehouse speaks; use \"2026-07-28\", \"2025-11-25\", \"2025-06-18\" or \"auto\""
+                    ),
+                ));
+            }
+        };
         Ok(ServerConfig {
             name: name.to_owned(),
             transport,
@@ -292,6 +335,7 @@ impl RawServer {
             enabled_tools: self.enabled_tools.clone(),
             disabled_tools: self.disabled_tools.clone(),
             default_tools_approval_mode: self.default_tools_approval_mode,
+            lifecycle,
         })
     }
 }
@@ -347,6 +391,31 @@ mod tests {
         );
         let scheme = parse("url = \"ftp://x\"\n").check("f").unwrap_err();
         assert!(scheme.to_string().starts_with("mcp_servers.f.url:"));
+    }
+
+    #[test]
+    fn protocol_version_selects_the_lifecycle() {
+        let lifecycle = |value: &str| {
+            parse(&format!("command = \"a\"\nprotocol_version = {value:?}\n")).check("p")
+        };
+        assert_eq!(
+            parse("command = \"a\"\n").check("p").map(|s| s.lifecycle),
+            Ok(Lifecycle::Initialize)
+        );
+        assert_eq!(
+            lifecycle("2026-07-28").map(|s| s.lifecycle),
+            Ok(Lifecycle::Discover)
+        );
+        assert_eq!(lifecycle("auto").map(|s| s.lifecycle), Ok(Lifecycle::Auto));
+        assert_eq!(
+            lifecycle("2025-06-18").map(|s| s.lifecycle),
+            Ok(Lifecycle::Pinned("2025-06-18".to_owned()))
+        );
+        let error = lifecycle("2027-01-01").unwrap_err().to_string();
+        assert!(
+            error.starts_with("mcp_servers.p.protocol_version: \"2027-01-01\""),
+            "{error}"
+        );
     }
 
     #[test]

@@ -12,20 +12,24 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomRequest,
-    CustomResult, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
-    ErrorCode, ErrorData, FormElicitationCapability, Implementation, JsonObject, RequestId, Tool,
-    UrlElicitationCapability,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomNotification,
+    CustomRequest, CustomResult, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, ErrorCode, ErrorData, FormElicitationCapability, GetPromptRequestParams,
+    GetPromptResult, Implementation, JsonObject, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResult, RequestId, Resource, ResourceTemplate,
+    ServerCapabilities, Tool, UrlElicitationCapability,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ServerConfig, Transport};
+use super::config::{Lifecycle, ServerConfig, Transport};
 
 /// Host environment variables every stdio server gets (besides its own
 /// `env` and `env_vars`); everything else in the host's environment stays
@@ -47,7 +51,26 @@ pub struct IncomingElicitation {
     pub params: Value,
     /// Cancelled when the server cancels the request or disconnects.
     pub cancelled: CancellationToken,
+    /// How it arrived.
+    pub delivery: Delivery,
 }
+
+/// How an elicitation reached the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// A pushed `elicitation/create` request (protocols up to 2025-11-25);
+    /// `request_id` is its JSON-RPC id, unique among the server's requests
+    /// in flight.
+    Request,
+    /// An input request inside a tool, prompt or resource result (protocol
+    /// 2026-07-28); `request_id` is its key, unique only within that one
+    /// result.
+    InputRequest,
+}
+
+/// The notification a server sends when a URL-mode elicitation finished
+/// out of band.
+pub const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 
 /// Decides the elicitations servers send. The gateway plugs its router in
 /// here; [`DeclineAll`] is the safe default.
@@ -58,6 +81,13 @@ pub trait ElicitationHandler: Send + Sync + 'static {
         &self,
         elicitation: IncomingElicitation,
     ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>>;
+
+    /// The server sent `notifications/elicitation/complete` for the URL-mode
+    /// elicitation `elicitation_id`. The default ignores it (as MCP asks of
+    /// an id the client does not know).
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        let _ = (server, elicitation_id);
+    }
 }
 
 /// Declines every elicitation.
@@ -138,6 +168,16 @@ pub enum ConnectError {
         /// What went wrong.
         message: String,
     },
+    /// The server answered the request with a JSON-RPC error.
+    #[error("mcp server `{server}`: {request} refused: {} ({})", error.message, error.code.0)]
+    Refused {
+        /// The server.
+        server: String,
+        /// The request.
+        request: &'static str,
+        /// The server's error, as sent.
+        error: ErrorData,
+    },
     /// A tool call ran past `tool_timeout_sec`.
     #[error(
         "mcp server `{server}`: tool `{tool}` did not answer within {timeout:?} (tool_timeout_sec)"
@@ -161,6 +201,7 @@ impl ConnectError {
             | ConnectError::StartupTimeout { server, .. }
             | ConnectError::Handshake { server, .. }
             | ConnectError::Request { server, .. }
+            | ConnectError::Refused { server, .. }
             | ConnectError::ToolTimeout { server, .. } => server,
         }
     }
@@ -169,6 +210,7 @@ impl ConnectError {
 /// The rmcp client side of a connection.
 struct ClientSide {
     server: String,
+    lifecycle: Lifecycle,
     hooks: ConnectionHooks,
     protocol_version: Arc<std::sync::OnceLock<String>>,
     tools_stale: Arc<AtomicBool>,
@@ -197,9 +239,21 @@ impl ClientSide {
             protocol_version: self.protocol_version.get().cloned().unwrap_or_default(),
             params,
             cancelled: context.ct.clone(),
+            delivery: self.delivery(),
+        }
+    }
+
+    /// 2026-07-28 has no server-to-client requests: an elicitation there is
+    /// an input request that rmcp fulfils while driving a call.
+    fn delivery(&self) -> Delivery {
+        match self.protocol_version.get() {
+            Some(version) if version.as_str() >= DISCOVER_VERSION => Delivery::InputRequest,
+            _ => Delivery::Request,
         }
     }
 }
+
+const DISCOVER_VERSION: &str = super::config::DISCOVER_PROTOCOL_VERSION;
 
 impl ClientHandler for ClientSide {
     fn get_info(&self) -> ClientConfig {
@@ -209,10 +263,43 @@ impl ClientHandler for ClientSide {
                 .with_form(FormElicitationCapability::default())
                 .with_url(UrlElicitationCapability::new()),
         );
-        ClientConfig::new(
+        let config = ClientConfig::new(
             capabilities,
             Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        match &self.lifecycle {
+            Lifecycle::Pinned(version) => config.with_protocol_version(
+                serde_json::from_value(Value::String(version.clone()))
+                    .unwrap_or(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            ),
+            _ => config,
+        }
+    }
+
+    /// `notifications/elicitation/complete` is not an rmcp type: it arrives
+    /// here.
+    fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        if notification.method == ELICITATION_COMPLETE {
+            match notification
+                .params
+                .as_ref()
+                .and_then(|params| params.get("elicitationId"))
+                .and_then(Value::as_str)
+            {
+                Some(id) => self.hooks.elicitation.completed(&self.server, id),
+                None => tracing::warn!(
+                    server = %self.server,
+                    "{ELICITATION_COMPLETE} without a string `elicitationId`; ignored"
+                ),
+            }
+        } else {
+            tracing::debug!(server = %self.server, method = %notification.method, "unknown notification ignored");
+        }
+        std::future::ready(())
     }
 
     fn create_elicitation(
@@ -318,19 +405,32 @@ impl Connection {
         let tools_stale = Arc::new(AtomicBool::new(false));
         let client = ClientSide {
             server: server.clone(),
+            lifecycle: config.lifecycle.clone(),
             hooks,
             protocol_version: protocol_version.clone(),
             tools_stale: tools_stale.clone(),
         };
         let timeout = config.startup_timeout;
+        let lifecycle = match &config.lifecycle {
+            Lifecycle::Initialize | Lifecycle::Pinned(_) => ClientLifecycleMode::Initialize,
+            Lifecycle::Discover => ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            Lifecycle::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: None,
+            },
+        };
         let started = match &config.transport {
             Transport::Stdio { .. } => {
                 let transport = stdio_transport(&config)?;
-                tokio::time::timeout(timeout, client.serve(transport)).await
+                tokio::time::timeout(timeout, client.serve_with_lifecycle(transport, lifecycle))
+                    .await
             }
             Transport::Http { .. } => {
                 let transport = http_transport(&config)?;
-                tokio::time::timeout(timeout, client.serve(transport)).await
+                tokio::time::timeout(timeout, client.serve_with_lifecycle(transport, lifecycle))
+                    .await
             }
         };
         let service = match started {
@@ -429,6 +529,87 @@ impl Connection {
             }),
             Ok(Err(error)) => Err(self.request_error("tools/call", error.to_string())),
             Ok(Ok(result)) => Ok(result),
+        }
+    }
+
+    /// What the server declared it can do.
+    pub fn capabilities(&self) -> ServerCapabilities {
+        self.service
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+            .unwrap_or_default()
+    }
+
+    /// Lists the server's resources (empty when it declared none).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, ConnectError> {
+        if self.capabilities().resources.is_none() {
+            return Ok(Vec::new());
+        }
+        self.bounded("resources/list", self.service.list_all_resources())
+            .await
+    }
+
+    /// Lists the server's resource templates (empty when it declared no
+    /// resources).
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ConnectError> {
+        if self.capabilities().resources.is_none() {
+            return Ok(Vec::new());
+        }
+        self.bounded(
+            "resources/templates/list",
+            self.service.list_all_resource_templates(),
+        )
+        .await
+    }
+
+    /// Reads one resource (input requests on the way are elicitations too).
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ConnectError> {
+        self.bounded(
+            "resources/read",
+            self.service
+                .read_resource(ReadResourceRequestParams::new(uri.to_owned())),
+        )
+        .await
+    }
+
+    /// Lists the server's prompts (empty when it declared none).
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ConnectError> {
+        if self.capabilities().prompts.is_none() {
+            return Ok(Vec::new());
+        }
+        self.bounded("prompts/list", self.service.list_all_prompts())
+            .await
+    }
+
+    /// Gets one prompt by the server's own name for it.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, ConnectError> {
+        let mut params = GetPromptRequestParams::new(name.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        self.bounded("prompts/get", self.service.get_prompt(params))
+            .await
+    }
+
+    /// Runs a request within the tool timeout, naming it in errors.
+    async fn bounded<T>(
+        &self,
+        request: &'static str,
+        call: impl Future<Output = Result<T, rmcp::ServiceError>>,
+    ) -> Result<T, ConnectError> {
+        match tokio::time::timeout(self.config.tool_timeout, call).await {
+            Err(_) => Err(self.request_error(request, "timed out (tool_timeout_sec)".to_owned())),
+            Ok(Err(rmcp::ServiceError::McpError(error))) => Err(ConnectError::Refused {
+                server: self.config.name.clone(),
+                request,
+                error,
+            }),
+            Ok(Err(error)) => Err(self.request_error(request, error.to_string())),
+            Ok(Ok(value)) => Ok(value),
         }
     }
 

@@ -23,7 +23,7 @@ use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
 use crate::chain::{Chain, ChainReport, Verdict};
 use crate::context::{ApprovalPolicy, ApprovalsReviewer, ReviewContext, ToolCatalog};
 use crate::elicitation::{Elicitation, ElicitationParams, RequestId};
-use crate::mcp::connection::{ElicitationHandler, IncomingElicitation};
+use crate::mcp::connection::{Delivery, ElicitationHandler, IncomingElicitation};
 use crate::outcome::Decision;
 use crate::request::ReviewRequest;
 use crate::schema;
@@ -39,6 +39,13 @@ pub trait Person: Send + Sync + 'static {
         &self,
         elicitation: &IncomingElicitation,
     ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>>;
+
+    /// The server finished the URL-mode elicitation `elicitation_id` out of
+    /// band; tell the person's client if it was shown there. The default
+    /// does nothing.
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        let _ = (server, elicitation_id);
+    }
 }
 
 /// Nobody to ask: what the chain leaves undecided gets `on_unhandled`.
@@ -60,7 +67,7 @@ type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
 /// [`ElicitationHandler`] of every connection.
 pub struct Router {
     chain: ArcSwap<Chain>,
-    settings: ElicitationSettings,
+    settings: ArcSwap<ElicitationSettings>,
     audit: Arc<AuditLog>,
     person: Arc<dyn Person>,
     catalog: OnceLock<CatalogSource>,
@@ -117,7 +124,7 @@ impl Router {
     ) -> Router {
         Router {
             chain: ArcSwap::from_pointee(chain),
-            settings,
+            settings: ArcSwap::from_pointee(settings),
             audit,
             person,
             catalog: OnceLock::new(),
@@ -139,6 +146,17 @@ impl Router {
     /// Replaces the chain: reviews in flight finish on the old one.
     pub fn swap_chain(&self, chain: Chain) {
         self.chain.store(Arc::new(chain));
+    }
+
+    /// Replaces the `[elicitations]` settings: elicitations that arrive
+    /// from now on are routed by them; those in flight keep the old ones.
+    pub fn swap_settings(&self, settings: ElicitationSettings) {
+        self.settings.store(Arc::new(settings));
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<ElicitationSettings> {
+        self.settings.load_full()
     }
 
     /// The elicitations waiting for the person.
@@ -219,7 +237,8 @@ impl Router {
         elicitation: &IncomingElicitation,
         params: ElicitationParams,
     ) -> Decided {
-        let settings = self.settings.for_server(&elicitation.server);
+        let all = self.settings.load_full();
+        let settings = all.for_server(&elicitation.server);
         if settings.auto_deny {
             return Decided::new(
                 ElicitAnswer::plain_decline(),
@@ -275,7 +294,13 @@ impl Router {
         ) && settings.approvals_reviewer == ApprovalsReviewer::AutoReview;
         if !automated {
             return self
-                .ask_person(elicitation, &request, Vec::new(), "routed to the user")
+                .ask_person(
+                    elicitation,
+                    &request,
+                    &all,
+                    Vec::new(),
+                    "routed to the user",
+                )
                 .await;
         }
         let report = self.run_chain(&request).await;
@@ -294,7 +319,7 @@ impl Router {
                 steps,
             },
             _ => {
-                self.ask_person(elicitation, &request, steps, "every module deferred")
+                self.ask_person(elicitation, &request, &all, steps, "every module deferred")
                     .await
             }
         }
@@ -386,11 +411,12 @@ impl Router {
         &self,
         elicitation: &IncomingElicitation,
         request: &ReviewRequest,
+        settings: &ElicitationSettings,
         steps: Vec<AuditStep>,
         why: &str,
     ) -> Decided {
         let unhandled = |reason: String, steps: Vec<AuditStep>| {
-            let answer = match self.settings.on_unhandled {
+            let answer = match settings.on_unhandled {
                 Unhandled::Decline => ElicitAnswer::plain_decline(),
                 Unhandled::Cancel => ElicitAnswer {
                     action: Action::Cancel,
@@ -408,10 +434,17 @@ impl Router {
         let Some(asking) = self.person.ask(elicitation) else {
             return unhandled(format!("{why}; nobody to ask"), steps);
         };
-        let entry = self.pending.register(
-            &elicitation.server,
-            &request.context().request_id.to_string(),
-        );
+        let entry = match elicitation.delivery {
+            Delivery::Request => self.pending.register(
+                &elicitation.server,
+                &request.context().request_id.to_string(),
+            ),
+            // Input-request keys repeat across calls: never a duplicate.
+            Delivery::InputRequest => self.pending.register_unique(
+                &elicitation.server,
+                &request.context().request_id.to_string(),
+            ),
+        };
         let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
             answer: Ok(ElicitAnswer {
                 action: Action::Cancel,
@@ -424,7 +457,7 @@ impl Router {
         };
         let answered = tokio::select! {
             answered = asking => answered,
-            () = tokio::time::sleep(self.settings.person_timeout()) => return cancel("the person did not answer in time", steps),
+            () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
             () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
             () = entry.replaced.cancelled() => return cancel("cancelled: replaced by a request with the same id, or shutting down", steps),
         };
@@ -475,5 +508,14 @@ impl ElicitationHandler for Arc<Router> {
     ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
         let router = self.clone();
         Box::pin(async move { router.route(elicitation).await })
+    }
+
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        tracing::info!(
+            server,
+            elicitation_id,
+            "URL elicitation completed by the server"
+        );
+        self.person.completed(server, elicitation_id);
     }
 }

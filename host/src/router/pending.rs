@@ -62,6 +62,13 @@ impl Pending {
         }
     }
 
+    /// Registers an entry under `(server, id)` made unique with a serial,
+    /// for ids that may legitimately repeat (2026-07-28 input-request keys).
+    pub fn register_unique(&self, server: &str, id: &str) -> PendingEntry<'_> {
+        let serial = self.next.fetch_add(1, Ordering::SeqCst);
+        self.register(server, &format!("{id}#{serial}"))
+    }
+
     /// How many are waiting.
     pub fn len(&self) -> usize {
         self.waiting
@@ -107,6 +114,16 @@ mod tests {
         );
         drop(second);
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn unique_entries_never_replace_each_other() {
+        let pending = Pending::default();
+        let first = pending.register_unique("s", "approval");
+        let second = pending.register_unique("s", "approval");
+        assert!(!first.replaced.is_cancelled());
+        assert!(!second.replaced.is_cancelled());
+        assert_eq!(pending.len(), 2);
     }
 
     #[test]
