@@ -24,15 +24,31 @@ struct Setup {
 }
 
 fn setup(config: &str, settings: ElicitationSettings, person: Arc<dyn Person>) -> Setup {
+    setup_with_protocol(config, settings, person, None)
+}
+
+/// `protocol`: the version demo-server offers and gatehouse asks for
+/// (`2026-07-28` delivers elicitations as input requests in tool results).
+fn setup_with_protocol(
+    config: &str,
+    settings: ElicitationSettings,
+    person: Arc<dyn Person>,
+    protocol: Option<&str>,
+) -> Setup {
     let sandbox = sandbox();
     let guardian = load(&sandbox, "gatehouse_guardian");
     let chain = Chain::new(vec![ChainLink::new(guardian).with_config(config)]);
     let audit = Arc::new(AuditLog::in_memory());
     let router = Arc::new(Router::new(chain, settings, audit.clone(), person, 64));
+    let mut args = vec!["--name".to_owned(), "git".to_owned()];
+    if let Some(protocol) = protocol {
+        args.extend(["--protocol".to_owned(), protocol.to_owned()]);
+    }
     let server = RawServer {
         command: Some(demo_server().display().to_string()),
-        args: vec!["--name".into(), "git".into()],
+        args,
         startup_timeout_sec: Some(20.0),
+        protocol_version: protocol.map(str::to_owned),
         ..RawServer::default()
     }
     .check("git")
@@ -424,4 +440,91 @@ async fn a_person_who_never_answers_times_out_to_cancel() {
     assert_eq!(lines[0]["answer"]["action"], "cancel");
     assert_eq!(lines[0]["reason"], "the person did not answer in time");
     assert_eq!(lines[0]["steps"][0]["outcome"], "defer");
+}
+
+/// A person who answers forms with `{"name": "Ada"}` after a pause, so that
+/// several elicitations wait at once.
+struct SlowAnswers;
+
+impl Person for SlowAnswers {
+    fn ask(
+        &self,
+        _: &IncomingElicitation,
+    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
+        Some(Box::pin(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            serde_json::from_value(json!({"action": "accept", "content": {"name": "Ada"}}))
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_requests_in_tool_results_are_routed_like_pushed_elicitations() {
+    // Protocol 2026-07-28: no server-to-client requests; the elicitation
+    // comes back inside the tool result and rmcp fulfils it through the
+    // router before retrying the call.
+    let setup = setup_with_protocol(
+        "{}",
+        ElicitationSettings::default(),
+        Arc::new(SlowAnswers),
+        Some("2026-07-28"),
+    );
+    setup.runtime.refresh_if_dirty().await.expect("refresh");
+    let snapshot = setup.runtime.snapshot();
+    let connection = snapshot.connection("git").expect("connected");
+    assert_eq!(connection.protocol_version(), "2026-07-28");
+
+    // Reviewed by the guardian from the catalog, as on the pushed path.
+    let denied = call(&setup, "git__delete_branch", json!({"branch": "main"})).await;
+    assert!(denied.contains("answered: decline"), "{denied}");
+    assert!(denied.contains("unacceptable risk"), "{denied}");
+
+    // Deferred to the person, five at once: every input request has the
+    // same key ("elicitation"), and none may cancel another.
+    let calls: Vec<_> = (0..5)
+        .map(|_| {
+            let runtime = setup.runtime.clone();
+            tokio::spawn(async move { runtime.call_tool("git__ask_name", None).await })
+        })
+        .collect();
+    for call in calls {
+        let result = call.await.expect("task").expect("tool call");
+        assert!(text(&result).contains("hello Ada"), "{}", text(&result));
+    }
+
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert_eq!(lines[0]["decided_by"], "guest");
+    assert_eq!(lines[0]["request_id"], "elicitation");
+    assert_eq!(lines[0]["steps"][0]["outcome"], "decline");
+    for line in &lines[1..] {
+        assert_eq!(line["decided_by"], "person", "{line}");
+        assert_eq!(line["answer"]["action"], "accept", "{line}");
+    }
+    assert!(setup.router.pending().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_cancellation_cancels_the_waiting_elicitation() {
+    // demo-server gives up after 300 ms and sends notifications/cancelled.
+    let setup = setup("{}", ElicitationSettings::default(), Arc::new(Silent));
+    let answer = call(&setup, "git__elicit_then_cancel", json!({"after_ms": 300})).await;
+    assert!(answer.contains("cancelled after 300 ms"), "{answer}");
+    // The server's tool finishes as soon as it sent the cancellation; the
+    // router's answer and audit line follow.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while setup.audit.lines().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never audited");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["decided_by"], "person");
+    assert_eq!(lines[0]["answer"]["action"], "cancel");
+    assert_eq!(
+        lines[0]["reason"],
+        "the server cancelled the request or disconnected"
+    );
+    assert!(setup.router.pending().is_empty());
 }

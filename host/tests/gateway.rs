@@ -503,3 +503,144 @@ async fn a_changed_module_file_or_sighup_swaps_without_a_command() {
             .contains("SIGHUP")
     );
 }
+
+/// An upstream client that accepts every URL elicitation, answers forms
+/// with a name, and records the URL elicitation ids it was shown and the
+/// completion notices it received.
+#[derive(Default, Clone)]
+struct Recorder {
+    shown: Arc<std::sync::Mutex<Vec<String>>>,
+    completed: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Recorder {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::default())
+                .with_url(UrlElicitationCapability::new()),
+        );
+        ClientConfig::new(capabilities, Implementation::new("recorder", "0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        match request {
+            ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } => {
+                self.shown.lock().expect("lock").push(elicitation_id);
+                Ok(ElicitResult::new(ElicitationAction::Accept))
+            }
+            _ => {
+                Ok(ElicitResult::new(ElicitationAction::Accept)
+                    .with_content(json!({"name": "Ada"})))
+            }
+        }
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if notification.method == "notifications/elicitation/complete"
+            && let Some(id) = notification
+                .params
+                .as_ref()
+                .and_then(|params| params["elicitationId"].as_str())
+        {
+            self.completed.lock().expect("lock").push(id.to_owned());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_prompts_and_url_completions_pass_through() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let recorder = Recorder::default();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(&config);
+    let transport = TokioChildProcess::new(command).expect("gatehouse starts");
+    let client = tokio::time::timeout(Duration::from_secs(60), recorder.clone().serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+
+    // Resources keep the server's URIs; reads go to the server that listed them.
+    let resources = client.list_all_resources().await.expect("resources/list");
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, ["demo://git/readme"]);
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "demo://git/readme",
+        ))
+        .await
+        .expect("resources/read");
+    let body = serde_json::to_value(&read.contents).expect("json");
+    assert!(
+        body[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[git] readme")),
+        "{body}"
+    );
+    let missing = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "demo://git/nope",
+        ))
+        .await
+        .expect_err("unknown URI");
+    assert!(missing.to_string().contains("demo://git/nope"), "{missing}");
+
+    // Prompts are qualified like tools; the server's own errors come back as sent.
+    let prompts = client.list_all_prompts().await.expect("prompts/list");
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["git__summarize"]);
+    let arguments = json!({"topic": "rust"})
+        .as_object()
+        .cloned()
+        .expect("object");
+    let prompt = client
+        .get_prompt(
+            rmcp::model::GetPromptRequestParams::new("git__summarize").with_arguments(arguments),
+        )
+        .await
+        .expect("prompts/get");
+    let messages = serde_json::to_value(&prompt.messages).expect("json");
+    assert!(
+        messages.to_string().contains("[git] Summarize rust"),
+        "{messages}"
+    );
+    let refused = client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new("git__summarize"))
+        .await
+        .expect_err("missing topic");
+    assert!(refused.to_string().contains("topic"), "{refused}");
+
+    // A URL elicitation the chain defers is shown upstream; the server's
+    // completion notice reaches the same client with the same id.
+    let opened = client
+        .call_tool(call(
+            "git__open_url",
+            json!({"url": "https://example.com/login"}),
+        ))
+        .await
+        .expect("open_url");
+    assert!(text(&opened).contains("accept"), "{}", text(&opened));
+    let shown = recorder.shown.lock().expect("lock").clone();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(text(&opened).contains(&shown[0]), "{}", text(&opened));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while recorder.completed.lock().expect("lock").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no completion notice upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*recorder.completed.lock().expect("lock"), shown);
+    client.cancel().await.expect("close");
+}

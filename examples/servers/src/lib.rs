@@ -6,6 +6,7 @@
 //! entry point that serves it on stdio or streamable HTTP.
 #![warn(missing_docs)]
 
+mod mrtr;
 mod server;
 mod wire;
 
@@ -20,14 +21,19 @@ use rmcp::{
     },
 };
 
-pub use server::{DemoServer, ElicitRawArgs};
+pub use server::{DemoServer, ELICITATION_COMPLETE, ElicitRawArgs, Protocol};
 pub use wire::{NoProgressToken, NoProgressTokenSessions};
 
 /// Usage text printed for `--help` and after a flag error.
 pub const USAGE: &str = "\
-usage: demo-server [--name NAME] [--http ADDR] [--fail] [--hang]
+usage: demo-server [--name NAME] [--http ADDR] [--protocol VERSION] [--fail] [--hang]
 
   --name NAME   server name (default: demo); every tool result text starts with `[NAME] `
+  --protocol VERSION
+                newest protocol revision to offer: 2025-11-25 (default; initialize
+                handshake, elicitations are requests to the client) or 2026-07-28
+                (also server/discover clients; on their requests the eliciting tools
+                return input_required results instead); older clients work either way
   --http ADDR   serve streamable HTTP on ADDR (e.g. 127.0.0.1:0) at path /mcp and print
                 `listening on http://HOST:PORT/mcp` once bound; default: MCP on stdio
   --fail        print an error to stderr and exit with status 1 before serving
@@ -44,6 +50,8 @@ pub struct Options {
     pub name: String,
     /// Serve streamable HTTP on this address instead of MCP on stdio.
     pub http: Option<String>,
+    /// The newest protocol revision offered (`--protocol`).
+    pub protocol: Protocol,
     /// Print an error and exit with status 1 before serving.
     pub fail: bool,
     /// Never answer anything, not even `initialize`.
@@ -55,6 +63,7 @@ impl Default for Options {
         Self {
             name: "demo".to_owned(),
             http: None,
+            protocol: Protocol::default(),
             fail: false,
             hang: false,
         }
@@ -85,6 +94,16 @@ impl Options {
             match flag.as_str() {
                 "--name" => options.name = value("--name")?,
                 "--http" => options.http = Some(value("--http")?),
+                "--protocol" => {
+                    let version = value("--protocol")?;
+                    options.protocol = Protocol::from_flag(&version).ok_or_else(|| {
+                        format!(
+                            "unsupported --protocol `{version}` (use {} or {})",
+                            Protocol::V2025_11_25.as_str(),
+                            Protocol::V2026_07_28.as_str()
+                        )
+                    })?;
+                }
                 "--fail" | "--hang" if inline.is_some() => {
                     return Err(format!("{flag} takes no value"));
                 }
@@ -153,7 +172,7 @@ where
 /// (see [`cli_main`]).
 pub async fn run(options: Options) -> anyhow::Result<()> {
     match (&options.http, options.hang) {
-        (None, false) => serve_stdio(DemoServer::new(&options.name)).await,
+        (None, false) => serve_stdio(server(&options)).await,
         (None, true) => hang_stdio().await,
         (Some(addr), hang) => {
             let listener = tokio::net::TcpListener::bind(addr.as_str())
@@ -163,7 +182,7 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             let router = if hang {
                 hang_router()
             } else {
-                mcp_router(DemoServer::new(&options.name), local)
+                mcp_router(server(&options), local)
             };
             announce(local)?;
             // Stop at Ctrl-C without waiting for open SSE streams to end.
@@ -173,6 +192,11 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// The server `options` describe.
+fn server(options: &Options) -> DemoServer {
+    DemoServer::new(&options.name).with_protocol(options.protocol)
 }
 
 /// Serves `server` over stdin/stdout until the client closes stdin.
@@ -243,6 +267,7 @@ mod tests {
             Options {
                 name: "alpha".into(),
                 http: Some("127.0.0.1:0".into()),
+                protocol: Protocol::V2025_11_25,
                 fail: false,
                 hang: true,
             }
@@ -251,5 +276,17 @@ mod tests {
         assert!(Options::parse(["--name"]).is_err());
         assert!(Options::parse(["--bogus"]).is_err());
         assert!(Options::parse(["--fail=yes"]).is_err());
+        assert_eq!(
+            Options::parse(["--protocol", "2026-07-28"])
+                .unwrap()
+                .protocol,
+            Protocol::V2026_07_28
+        );
+        assert_eq!(
+            Options::parse(["--protocol=2025-11-25"]).unwrap().protocol,
+            Protocol::V2025_11_25
+        );
+        assert!(Options::parse(["--protocol", "2024-01-01"]).is_err());
+        assert!(Options::parse(["--protocol"]).is_err());
     }
 }

@@ -6,32 +6,97 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
+    time::Duration,
 };
 
 use rmcp::{
     ErrorData as McpError, Peer, RoleServer, ServerHandler,
-    handler::server::{router::tool::ToolRouter, tool::ToolCallContext, wrapper::Parameters},
+    handler::server::{
+        router::tool::ToolRouter,
+        tool::{InputResponses, RequestState, ToolCallContext},
+        wrapper::Parameters,
+    },
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, Implementation,
-        JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-        ServerConfig, ServerRequest, Tool, ToolAnnotations,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
+        CustomNotification, CustomRequest, ElicitRequest, ElicitRequestParams, ElicitResult,
+        ElicitationAction, ElicitationSchema, GetPromptRequestParams, GetPromptResponse,
+        GetPromptResult, Implementation, JsonObject, ListPromptsResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+        Resource, ResourceContents, Role, ServerCapabilities, ServerConfig, ServerNotification,
+        ServerRequest, Tool, ToolAnnotations,
     },
     schemars::JsonSchema,
-    service::RequestContext,
+    service::{PeerRequestOptions, RequestContext, ServiceError},
     tool, tool_router,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::mrtr::{self, INPUT_KEY, Round, RoundState};
+
 /// Counter making URL-mode elicitation ids unique within the process.
 static NEXT_ELICITATION: AtomicU64 = AtomicU64::new(1);
+
+/// The notification a server sends once a URL-mode elicitation's
+/// out-of-band interaction is over.
+pub const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
+
+/// The key `elicit_then_cancel` asks for (a required boolean).
+const CONFIRM: &str = "confirm";
+
+/// Which MCP protocol revisions the demo server offers (`--protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// `2025-11-25` and the older revisions, all with the `initialize`
+    /// handshake; tools push `elicitation/create` requests to the client.
+    #[default]
+    V2025_11_25,
+    /// Also `2026-07-28`: clients may connect with `server/discover` and
+    /// send their version with every request; on such requests the eliciting
+    /// tools return `input_required` results (SEP-2322) instead of sending
+    /// requests. Clients of the older revisions are served as before.
+    V2026_07_28,
+}
+
+impl Protocol {
+    /// The flag value naming this choice (`2025-11-25` or `2026-07-28`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V2025_11_25 => "2025-11-25",
+            Self::V2026_07_28 => "2026-07-28",
+        }
+    }
+
+    /// The choice named by a `--protocol` value, if any.
+    pub fn from_flag(value: &str) -> Option<Self> {
+        [Self::V2025_11_25, Self::V2026_07_28]
+            .into_iter()
+            .find(|protocol| protocol.as_str() == value)
+    }
+
+    /// Every protocol version the server accepts with this choice.
+    pub fn supported_versions(self) -> &'static [ProtocolVersion] {
+        ProtocolVersion::known_up_to(&match self {
+            Self::V2025_11_25 => ProtocolVersion::V_2025_11_25,
+            Self::V2026_07_28 => ProtocolVersion::V_2026_07_28,
+        })
+    }
+}
 
 /// The demo MCP server.
 ///
 /// Tools: `echo`, `read_file`, `delete_branch`, `ask_name`, `open_url`,
-/// `add_tool` and `elicit_raw`, plus any tool registered at run time with
-/// `add_tool`. Every result text starts with `[NAME] `.
+/// `add_tool`, `elicit_raw` and `elicit_then_cancel`, plus any tool
+/// registered at run time with `add_tool`. Every result text starts with
+/// `[NAME] `. It also lists one resource, `demo://NAME/readme`, and one
+/// prompt, `summarize` (argument `topic`).
+///
+/// On requests that negotiated protocol `2026-07-28` (see [`Protocol`]) the
+/// eliciting tools (`delete_branch`, `ask_name`, `open_url`, `elicit_raw`)
+/// return an `input_required` result carrying their elicitation under the
+/// key `elicitation`, then finish on the client's retry exactly as they do
+/// with the answer to a pushed `elicitation/create`.
 ///
 /// Clones share the tools added at run time, so over HTTP (one clone per
 /// session) a tool added in one session is listed in all of them; the
@@ -39,6 +104,7 @@ static NEXT_ELICITATION: AtomicU64 = AtomicU64::new(1);
 #[derive(Clone)]
 pub struct DemoServer {
     name: Arc<str>,
+    protocol: Protocol,
     added_tools: Arc<Mutex<BTreeSet<String>>>,
     tool_router: ToolRouter<Self>,
 }
@@ -83,6 +149,20 @@ struct AddToolArgs {
 pub struct ElicitRawArgs {
     /// The exact `params` object of the `elicitation/create` request to send.
     pub params: JsonObject,
+}
+
+/// Arguments of `elicit_then_cancel`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ElicitThenCancelArgs {
+    /// How long to wait for the answer, in milliseconds, before cancelling
+    /// the elicitation (default 200).
+    #[serde(default = "default_after_ms")]
+    after_ms: u64,
+}
+
+/// The default wait of `elicit_then_cancel`.
+fn default_after_ms() -> u64 {
+    200
 }
 
 /// Arguments of `ask_name` (none).
@@ -134,8 +214,10 @@ impl DemoServer {
     async fn delete_branch(
         &self,
         Parameters(DeleteBranchArgs { branch }): Parameters<DeleteBranchArgs>,
-        peer: Peer<RoleServer>,
-    ) -> CallToolResult {
+        context: RequestContext<RoleServer>,
+        RequestState(request_state): RequestState,
+        InputResponses(input_responses): InputResponses,
+    ) -> CallToolResponse {
         let meta = json!({
             "codex_request_type": "approval_request",
             "codex_approval_kind": "mcp_tool_call",
@@ -150,17 +232,21 @@ impl DemoServer {
             message: format!("Allow delete_branch on {branch}?"),
             requested_schema: ElicitationSchema::builder().build_unchecked(),
         };
-        match peer.create_elicitation(params).await {
-            Ok(answer) => {
-                let mut text = format!("elicitation answered: {}", action_name(&answer.action));
-                if let Some(message) = answer_message(&answer) {
-                    text.push_str(": ");
-                    text.push_str(message);
-                }
-                self.ok(text)
-            }
-            Err(error) => self.error(format!("elicitation failed: {error}")),
+        let round = Round {
+            request_state,
+            input_responses,
+        };
+        let state = RoundState::new("delete_branch");
+        let (answer, _) = match self.elicit(&context, round, state, params).await {
+            Ok(answered) => answered,
+            Err(response) => return response,
+        };
+        let mut text = format!("elicitation answered: {}", action_name(&answer.action));
+        if let Some(message) = answer_message(&answer) {
+            text.push_str(": ");
+            text.push_str(message);
         }
+        self.ok(text).into()
     }
 
     /// Ask the user for their name with a form elicitation.
@@ -175,8 +261,10 @@ impl DemoServer {
     async fn ask_name(
         &self,
         Parameters(NoArgs {}): Parameters<NoArgs>,
-        peer: Peer<RoleServer>,
-    ) -> CallToolResult {
+        context: RequestContext<RoleServer>,
+        RequestState(request_state): RequestState,
+        InputResponses(input_responses): InputResponses,
+    ) -> CallToolResponse {
         let params = ElicitRequestParams::FormElicitationParams {
             meta: None,
             message: "What is your name?".to_owned(),
@@ -184,29 +272,37 @@ impl DemoServer {
                 .required_string("name")
                 .build_unchecked(),
         };
-        match peer.create_elicitation(params).await {
-            Ok(answer) if answer.action == ElicitationAction::Accept => {
-                match answer
-                    .content
-                    .as_ref()
-                    .and_then(|content| content.get("name"))
-                    .and_then(Value::as_str)
-                {
-                    Some(name) => self.ok(format!("hello {name}")),
-                    None => self.error(format!(
-                        "accept without a name: {}",
-                        answer.content.unwrap_or(Value::Null)
-                    )),
-                }
-            }
-            Ok(answer) => self.ok(action_name(&answer.action)),
-            Err(error) => self.error(format!("elicitation failed: {error}")),
+        let round = Round {
+            request_state,
+            input_responses,
+        };
+        let state = RoundState::new("ask_name");
+        let (answer, _) = match self.elicit(&context, round, state, params).await {
+            Ok(answered) => answered,
+            Err(response) => return response,
+        };
+        if answer.action != ElicitationAction::Accept {
+            return self.ok(action_name(&answer.action)).into();
         }
+        match answer
+            .content
+            .as_ref()
+            .and_then(|content| content.get("name"))
+            .and_then(Value::as_str)
+        {
+            Some(name) => self.ok(format!("hello {name}")),
+            None => self.error(format!(
+                "accept without a name: {}",
+                answer.content.unwrap_or(Value::Null)
+            )),
+        }
+        .into()
     }
 
-    /// Ask the user to open a URL with a URL-mode elicitation.
+    /// Ask the user to open a URL with a URL-mode elicitation; once it is
+    /// accepted, send `notifications/elicitation/complete` for it.
     #[tool(
-        description = "Ask the user to open a URL (URL-mode elicitation).",
+        description = "Ask the user to open a URL (URL-mode elicitation); after an accept, send notifications/elicitation/complete. The result is `ACTION (elicitation ID)`.",
         annotations(
             read_only_hint = true,
             destructive_hint = false,
@@ -216,24 +312,61 @@ impl DemoServer {
     async fn open_url(
         &self,
         Parameters(OpenUrlArgs { url }): Parameters<OpenUrlArgs>,
-        peer: Peer<RoleServer>,
-    ) -> CallToolResult {
+        context: RequestContext<RoleServer>,
+        RequestState(request_state): RequestState,
+        InputResponses(input_responses): InputResponses,
+    ) -> CallToolResponse {
         let elicitation_id = format!(
             "{}-{}-{}",
             self.name,
             std::process::id(),
             NEXT_ELICITATION.fetch_add(1, Ordering::Relaxed)
         );
+        let state = RoundState {
+            tool: "open_url".to_owned(),
+            elicitation_id: Some(elicitation_id.clone()),
+        };
         let params = ElicitRequestParams::UrlElicitationParams {
             meta: None,
             message: format!("Please open {url} to continue."),
             url,
             elicitation_id,
         };
-        match peer.create_elicitation(params).await {
-            Ok(answer) => self.ok(action_name(&answer.action)),
-            Err(error) => self.error(format!("elicitation failed: {error}")),
+        let round = Round {
+            request_state,
+            input_responses,
+        };
+        let (answer, state) = match self.elicit(&context, round, state, params).await {
+            Ok(answered) => answered,
+            Err(response) => return response,
+        };
+        // On a retry the id comes from the echoed state, not from this call.
+        let Some(elicitation_id) = state.elicitation_id else {
+            return self
+                .error("bad retry: the requestState of open_url has no elicitationId")
+                .into();
+        };
+        let action = action_name(&answer.action);
+        let text = format!("{action} (elicitation {elicitation_id})");
+        // The input-request path has no pushed elicitation to complete.
+        if answer.action == ElicitationAction::Accept && !mrtr::uses_input_requests(&context) {
+            let complete = CustomNotification::new(
+                ELICITATION_COMPLETE,
+                Some(json!({ "elicitationId": elicitation_id })),
+            );
+            if let Err(error) = context
+                .peer
+                .send_notification(ServerNotification::CustomNotification(complete))
+                .await
+            {
+                return self
+                    .error(format!(
+                        "{text}, but {ELICITATION_COMPLETE} failed: {error}"
+                    ))
+                    .into();
+            }
         }
+        self.ok(text).into()
     }
 
     /// Register a tool at run time and tell the client the list changed.
@@ -274,32 +407,95 @@ impl DemoServer {
     async fn elicit_raw(
         &self,
         Parameters(ElicitRawArgs { params }): Parameters<ElicitRawArgs>,
-        peer: Peer<RoleServer>,
-    ) -> CallToolResult {
+        context: RequestContext<RoleServer>,
+        RequestState(request_state): RequestState,
+        InputResponses(input_responses): InputResponses,
+    ) -> CallToolResponse {
+        if mrtr::uses_input_requests(&context) {
+            let round = Round {
+                request_state,
+                input_responses,
+            };
+            return self.elicit_raw_input_request(params, round);
+        }
         // A custom request keeps the params verbatim (no typed re-encoding),
         // so schemas rmcp's `ElicitationSchema` cannot express pass through.
         let request = ServerRequest::CustomRequest(CustomRequest::new(
             "elicitation/create",
             Some(Value::Object(params)),
         ));
-        match peer.send_request(request).await {
-            Ok(result) => match serde_json::to_string(&result) {
-                Ok(json) => self.ok(json),
-                Err(error) => self.error(format!("cannot encode the result: {error}")),
-            },
+        match context.peer.send_request(request).await {
+            Ok(result) => self.raw_result(&result),
+            Err(error) => self.error(format!("elicitation failed: {error}")),
+        }
+        .into()
+    }
+
+    /// Send a form elicitation and cancel it if it is not answered in time.
+    #[tool(
+        description = "Send a form elicitation (boolean `confirm`); if no answer arrives within AFTER_MS milliseconds (default 200), cancel it with notifications/cancelled and report `elicitation cancelled after AFTER_MS ms`; an earlier answer is returned as raw JSON like elicit_raw. Needs a protocol version with server-to-client requests (2025-11-25 or older).",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn elicit_then_cancel(
+        &self,
+        Parameters(ElicitThenCancelArgs { after_ms }): Parameters<ElicitThenCancelArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if mrtr::uses_input_requests(&context) {
+            return self.error(
+                "elicit_then_cancel needs server-to-client requests, which protocol \
+                 2026-07-28 does not have; connect with initialize (2025-11-25 or older)",
+            );
+        }
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!("Confirm within {after_ms} ms?"),
+            requested_schema: ElicitationSchema::builder()
+                .required_bool_property(CONFIRM, |schema| schema)
+                .build_unchecked(),
+        };
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        // On timeout rmcp itself sends `notifications/cancelled` for the
+        // request (reason "request timeout") before returning the error.
+        let options = PeerRequestOptions::with_timeout(Duration::from_millis(after_ms));
+        let handle = match context
+            .peer
+            .send_request_with_option(request, options)
+            .await
+        {
+            Ok(handle) => handle,
+            Err(error) => return self.error(format!("elicitation failed: {error}")),
+        };
+        match handle.await_response().await {
+            Ok(result) => self.raw_result(&result),
+            Err(ServiceError::Timeout { .. }) => {
+                self.ok(format!("elicitation cancelled after {after_ms} ms"))
+            }
             Err(error) => self.error(format!("elicitation failed: {error}")),
         }
     }
 }
 
 impl DemoServer {
-    /// A server whose result texts start with `[name] `.
+    /// A server whose result texts start with `[name] `, offering protocol
+    /// `2025-11-25` and older (see [`Self::with_protocol`]).
     pub fn new(name: &str) -> Self {
         Self {
             name: name.into(),
+            protocol: Protocol::default(),
             added_tools: Arc::default(),
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// The same server offering the protocol revisions of `protocol`.
+    pub fn with_protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
     }
 
     /// The server name given at construction.
@@ -307,9 +503,19 @@ impl DemoServer {
         &self.name
     }
 
+    /// The protocol choice the server was built with.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
     /// Names of the tools registered at run time with `add_tool`.
     pub fn added_tool_names(&self) -> Vec<String> {
         self.added().iter().cloned().collect()
+    }
+
+    /// The URI of the one resource: `demo://NAME/readme`.
+    pub fn readme_uri(&self) -> String {
+        format!("demo://{}/readme", self.name)
     }
 
     fn added(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
@@ -329,6 +535,92 @@ impl DemoServer {
 
     fn error(&self, text: impl std::fmt::Display) -> CallToolResult {
         CallToolResult::error(vec![ContentBlock::text(self.tag(text))])
+    }
+
+    /// A client result as `elicit_raw` reports it: its JSON text.
+    fn raw_result(&self, result: &ClientResult) -> CallToolResult {
+        match serde_json::to_string(result) {
+            Ok(json) => self.ok(json),
+            Err(error) => self.error(format!("cannot encode the result: {error}")),
+        }
+    }
+
+    /// Gets the answer to the elicitation `params` of a tool, the way the
+    /// request's protocol allows.
+    ///
+    /// On a session without input requests (before `2026-07-28`) it sends
+    /// `elicitation/create` and returns the answer with `state` unchanged.
+    /// With input requests, the first round returns `Err` with the
+    /// `input_required` response to send; a retry returns the client's
+    /// answer and the state it echoed. `Err` also carries the error result
+    /// for a failed elicitation or a missing or malformed answer: the tool
+    /// returns whatever `Err` holds as is.
+    async fn elicit(
+        &self,
+        context: &RequestContext<RoleServer>,
+        round: Round,
+        state: RoundState,
+        params: ElicitRequestParams,
+    ) -> Result<(ElicitResult, RoundState), CallToolResponse> {
+        if !mrtr::uses_input_requests(context) {
+            return match context.peer.create_elicitation(params).await {
+                Ok(answer) => Ok((answer, state)),
+                Err(error) => Err(self.error(format!("elicitation failed: {error}")).into()),
+            };
+        }
+        if round.is_first() {
+            return Err(match mrtr::input_required(&state, params) {
+                Ok(input_required) => input_required.into(),
+                Err(problem) => self.error(problem).into(),
+            });
+        }
+        let (state, response) = round
+            .answer(&state.tool)
+            .map_err(|problem| self.error(format!("bad retry: {problem}")))?;
+        match serde_json::from_value::<ElicitResult>(response) {
+            Ok(answer) => Ok((answer, state)),
+            Err(error) => Err(self
+                .error(format!(
+                    "bad retry: inputResponses.{INPUT_KEY} is not an elicitation result: {error}"
+                ))
+                .into()),
+        }
+    }
+
+    /// `elicit_raw` on `2026-07-28`: the params as an input request, then
+    /// the raw answer as the legacy path reports it.
+    fn elicit_raw_input_request(&self, params: JsonObject, round: Round) -> CallToolResponse {
+        if round.is_first() {
+            // An input request is typed: params rmcp cannot decode as an
+            // elicitation cannot be carried verbatim.
+            let params = match serde_json::from_value::<ElicitRequestParams>(Value::Object(params))
+            {
+                Ok(params) => params,
+                Err(error) => {
+                    return self
+                        .error(format!(
+                            "params cannot be sent as an elicitation input request: {error}"
+                        ))
+                        .into();
+                }
+            };
+            return match mrtr::input_required(&RoundState::new("elicit_raw"), params) {
+                Ok(input_required) => input_required.into(),
+                Err(problem) => self.error(problem).into(),
+            };
+        }
+        let response = match round.answer("elicit_raw") {
+            Ok((_, response)) => response,
+            Err(problem) => return self.error(format!("bad retry: {problem}")).into(),
+        };
+        // Decoded as a client result, like the answer to the pushed request.
+        match serde_json::from_value::<ClientResult>(response) {
+            Ok(result) => self.raw_result(&result),
+            Err(error) => self.error(format!(
+                "bad retry: inputResponses.{INPUT_KEY} is not a client result: {error}"
+            )),
+        }
+        .into()
     }
 
     /// The definition of a tool added at run time.
@@ -365,12 +657,35 @@ impl DemoServer {
             .unwrap_or_default();
         self.ok(format!("{}: {text}", request.name))
     }
+
+    /// The one resource, `demo://NAME/readme`.
+    fn readme(&self) -> Resource {
+        Resource::new(self.readme_uri(), "readme")
+            .with_title(format!("{} readme", self.name))
+            .with_description("A short text about this demo server.")
+            .with_mime_type("text/plain")
+    }
+
+    /// The one prompt, `summarize`, with its required argument `topic`.
+    fn summarize_prompt() -> Prompt {
+        Prompt::new(
+            "summarize",
+            Some("Ask for a short summary of a topic."),
+            Some(vec![
+                PromptArgument::new("topic")
+                    .with_description("What to summarize.")
+                    .with_required(true),
+            ]),
+        )
+    }
 }
 
 impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -382,17 +697,16 @@ impl ServerHandler for DemoServer {
         ))
         .with_instructions(
             "Demo server for gatehouse tests: echo, read_file, delete_branch (asks for \
-             approval), ask_name, open_url, add_tool, elicit_raw.",
+             approval), ask_name, open_url, add_tool, elicit_raw, elicit_then_cancel; \
+             resource demo://NAME/readme; prompt summarize.",
         )
     }
 
-    /// Only protocol versions with the `initialize` handshake: the tools
-    /// send server-to-client requests (elicitation), which `2026-07-28`
-    /// forbids.
+    /// By default only protocol versions with the `initialize` handshake;
+    /// with [`Protocol::V2026_07_28`] also `2026-07-28`, on which the tools
+    /// return input requests instead of sending elicitation requests.
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        std::borrow::Cow::Borrowed(self.protocol.supported_versions())
     }
 
     async fn list_tools(
@@ -423,6 +737,93 @@ impl ServerHandler for DemoServer {
         self.tool_router
             .call(ToolCallContext::new(self, request, context))
             .await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(vec![self.readme()]))
+    }
+
+    /// Reads `demo://NAME/readme`; any other URI is a resource-not-found
+    /// error (-32002).
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri != self.readme_uri() {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "unknown resource {:?}: this server has only {:?}",
+                    request.uri,
+                    self.readme_uri()
+                ),
+                Some(json!({ "uri": request.uri })),
+            ));
+        }
+        let text = self.tag(format!(
+            "readme: demo-server {} for gatehouse tests; its tools echo, ask for \
+             approval and elicit.",
+            self.name
+        ));
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(vec![
+            Self::summarize_prompt(),
+        ]))
+    }
+
+    /// `summarize`: one user message asking for a summary of `topic`. An
+    /// unknown prompt or a missing or non-string `topic` is an
+    /// invalid-params error.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != "summarize" {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown prompt {:?}: this server has only \"summarize\"",
+                    request.name
+                ),
+                None,
+            ));
+        }
+        let topic = match request
+            .arguments
+            .as_ref()
+            .and_then(|arguments| arguments.get("topic"))
+        {
+            Some(Value::String(topic)) => topic,
+            Some(other) => {
+                return Err(McpError::invalid_params(
+                    format!("argument `topic` of summarize must be a string, not {other}"),
+                    None,
+                ));
+            }
+            None => {
+                return Err(McpError::invalid_params(
+                    "missing required argument `topic` of prompt summarize",
+                    None,
+                ));
+            }
+        };
+        let text = self.tag(format!("Summarize {topic} in three sentences."));
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(format!("A summary of {topic}"))
+                .into(),
+        )
     }
 }
 
