@@ -27,8 +27,9 @@ fn setup(config: &str, settings: ElicitationSettings, person: Arc<dyn Person>) -
     setup_with_protocol(config, settings, person, None)
 }
 
-/// `protocol`: the version demo-server offers and gatehouse asks for
-/// (`2026-07-28` delivers elicitations as input requests in tool results).
+/// `protocol`: the version gatehouse asks for (`2026-07-28`, which
+/// demo-server then also offers, delivers elicitations as input requests in
+/// tool results).
 fn setup_with_protocol(
     config: &str,
     settings: ElicitationSettings,
@@ -41,8 +42,8 @@ fn setup_with_protocol(
     let audit = Arc::new(AuditLog::in_memory());
     let router = Arc::new(Router::new(chain, settings, audit.clone(), person, 64));
     let mut args = vec!["--name".to_owned(), "git".to_owned()];
-    if let Some(protocol) = protocol {
-        args.extend(["--protocol".to_owned(), protocol.to_owned()]);
+    if protocol == Some("2026-07-28") {
+        args.extend(["--protocol".to_owned(), "2026-07-28".to_owned()]);
     }
     let server = RawServer {
         command: Some(demo_server().display().to_string()),
@@ -527,4 +528,27 @@ async fn a_server_cancellation_cancels_the_waiting_elicitation() {
         "the server cancelled the request or disconnected"
     );
     assert!(setup.router.pending().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_pinned_to_2025_06_18_is_reviewed_the_same_way() {
+    let setup = setup_with_protocol(
+        "{}",
+        ElicitationSettings::default(),
+        Arc::new(Answers(json!({"name": "Ada"}))),
+        Some("2025-06-18"),
+    );
+    setup.runtime.refresh_if_dirty().await.expect("refresh");
+    let snapshot = setup.runtime.snapshot();
+    let connection = snapshot.connection("git").expect("connected");
+    assert_eq!(connection.protocol_version(), "2025-06-18");
+    let denied = call(&setup, "git__delete_branch", json!({"branch": "main"})).await;
+    assert!(denied.contains("unacceptable risk"), "{denied}");
+    let named = call(&setup, "git__ask_name", json!({})).await;
+    assert!(named.contains("hello Ada"), "{named}");
+    let decided: Vec<Value> = audit_lines(&setup.audit)
+        .iter()
+        .map(|line| line["decided_by"].clone())
+        .collect();
+    assert_eq!(decided, [json!("guest"), json!("person")]);
 }

@@ -347,6 +347,8 @@ fn the_demo_drives_every_kind_of_elicitation() {
         ("declined by policy", "policy", "decline"),
         ("deferred to the person, answered", "person", "accept"),
         ("URL mode, allowed by policy", "guest", "accept"),
+        ("URL mode, deferred to the person", "person", "accept"),
+        ("input request in a tool result", "guest", "decline"),
         ("nested schema refused", "policy", "error -32602"),
     ] {
         let row = table
@@ -359,4 +361,8 @@ fn the_demo_drives_every_kind_of_elicitation() {
         );
     }
     assert!(table.contains("[git] hello Ada"), "{table}");
+    assert!(
+        table.contains("[next] elicitation answered: decline"),
+        "{table}"
+    );
 }

@@ -1,4 +1,5 @@
-//! `gatehouse demo`: the embedded default. Starts two demo MCP servers,
+//! `gatehouse demo`: the embedded default. Starts three demo MCP servers
+//! (one on protocol 2026-07-28),
 //! the reference chain (allowlist, then guardian), and a scripted person,
 //! drives one elicitation of every kind through the real pipeline, and
 //! prints what decided each and how fast.
@@ -116,12 +117,19 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         Arc::new(ScriptedPerson),
         64,
     ));
-    let servers = ["git", "locked"]
+    // `next` speaks protocol 2026-07-28: its elicitations come back as
+    // input requests inside tool results.
+    let servers = [("git", None), ("locked", None), ("next", Some("2026-07-28"))]
         .into_iter()
-        .map(|name| {
+        .map(|(name, protocol)| {
+            let mut args = vec!["--name".to_owned(), name.to_owned()];
+            if let Some(protocol) = protocol {
+                args.extend(["--protocol".to_owned(), protocol.to_owned()]);
+            }
             RawServer {
                 command: Some(server.display().to_string()),
-                args: vec!["--name".into(), name.into()],
+                args,
+                protocol_version: protocol.map(str::to_owned),
                 ..RawServer::default()
             }
             .check(name)
@@ -167,6 +175,11 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             "URL mode, deferred to the person",
             "git__open_url",
             json!({"url": "https://elsewhere.example.org/"}),
+        ),
+        (
+            "input request in a tool result (2026)",
+            "next__delete_branch",
+            json!({"branch": "main"}),
         ),
         (
             "nested schema refused (-32602)",
