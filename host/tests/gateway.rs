@@ -644,3 +644,66 @@ async fn resources_prompts_and_url_completions_pass_through() {
     assert_eq!(*recorder.completed.lock().expect("lock"), shown);
     client.cancel().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_disconnect_cancels_what_waits_for_that_person() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let gateway = HttpGateway::start(&config);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let client = Client {
+        elicitation: true,
+        content: None, // never answers
+        asked: asked.clone(),
+    }
+    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .await
+    .expect("initialize over HTTP");
+    let peer = client.peer().clone();
+    let pending =
+        tokio::spawn(async move { peer.call_tool(call("git__ask_name", json!({}))).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while asked.load(Ordering::SeqCst) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the person was never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The person's client goes away with the question unanswered.
+    client.cancel().await.expect("close");
+    pending.abort();
+    while audit(dir.path()).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the waiting elicitation was never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["decided_by"], "person");
+    assert_eq!(lines[0]["answer"]["action"], "cancel");
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("client disconnected or failed")),
+        "{}",
+        lines[0]
+    );
+
+    // The gateway goes on serving the next client.
+    let next = Client {
+        elicitation: false,
+        content: None,
+        asked: Arc::new(AtomicUsize::new(0)),
+    }
+    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .await
+    .expect("a second client connects");
+    let echo = next
+        .call_tool(call("git__echo", json!({"text": "still here"})))
+        .await
+        .expect("echo");
+    assert!(text(&echo).contains("[git] still here"));
+}

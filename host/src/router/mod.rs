@@ -464,9 +464,14 @@ impl Router {
         drop(entry);
         let result = match answered {
             Ok(result) => result,
+            // The person's client went away or failed: nobody decided, so
+            // the server hears `cancel` (MCP: dismissed without a choice).
             Err(error) => {
-                return unhandled(
-                    format!("{why}; asking the person failed: {}", error.message),
+                return cancel(
+                    &format!(
+                        "{why}; the person's client disconnected or failed: {}",
+                        error.message
+                    ),
                     steps,
                 );
             }
