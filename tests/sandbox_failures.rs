@@ -238,7 +238,7 @@ fn nothing_outside_the_sandbox_is_reachable() {
     assert_eq!(
         report.result.map(|outcome| outcome.decision),
         Ok(Decision::Decline {
-            message: Some("file=false dir=false env=0 args=0 clock=true".to_owned())
+            message: Some("file=false dir=false env=0 args=0 net=false clock=true".to_owned())
         })
     );
 }

@@ -40,6 +40,7 @@ pub mod contract;
 pub mod discovery;
 pub mod elicitation;
 pub mod failure;
+pub mod fuzzing;
 pub mod gateway;
 pub mod inspect;
 pub mod mcp;

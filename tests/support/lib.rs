@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 use gatehouse::sandbox::{Limits, ReviewerModule, Sandbox};
 
+mod table_bomb;
+pub use table_bomb::table_bomb_component;
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -73,10 +76,22 @@ pub fn load(sandbox: &Sandbox, name: &str) -> Arc<ReviewerModule> {
 /// The example MCP server binary (`examples/servers`, built by
 /// `cargo test --workspace` or `cargo build -p gatehouse-example-servers`).
 pub fn demo_server() -> PathBuf {
+    example_server("demo-server")
+}
+
+/// The misbehaving MCP server binary (`examples/servers`' `hostile-server`,
+/// raw JSON-RPC on stdio; built like [`demo_server`]).
+pub fn hostile_server() -> PathBuf {
+    example_server("hostile-server")
+}
+
+/// A binary of `examples/servers` in the debug target directory; panics with
+/// the command to run when it has not been built.
+fn example_server(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
-    let path = target.join("debug").join("demo-server");
+    let path = target.join("debug").join(name);
     assert!(
         path.exists(),
         "{} is missing: run `cargo build -p gatehouse-example-servers`",

@@ -1,0 +1,8 @@
+//! `gatehouse.toml` parsing and checking.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Err(violation) = gatehouse::fuzzing::config(data) {
+        panic!("{violation}");
+    }
+});

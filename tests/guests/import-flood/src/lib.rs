@@ -1,0 +1,44 @@
+//! Test guest `import-flood`: passes oversized data to the host's `logging`
+//! import: one 10 MiB message, or (config `"fields"`) 200,000 small fields.
+//! The host must stop it (hostcall fuel) without copying it all, and fail
+//! the review closed.
+#![cfg(target_arch = "wasm32")]
+
+wit_bindgen::generate!({
+    world: "reviewer",
+    path: "../../../wit",
+});
+
+use gatehouse::reviewer::logging::{self, Level};
+use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest, RiskLevel};
+
+struct Guest;
+
+impl exports::gatehouse::reviewer::review::Guest for Guest {
+    fn describe() -> ModuleInfo {
+        ModuleInfo {
+            name: "import-flood".to_owned(),
+            version: "0.0.0".to_owned(),
+            claims: Vec::new(),
+        }
+    }
+
+    fn review(config: String, _request: ReviewRequest) -> Outcome {
+        if config.contains("fields") {
+            let fields: Vec<(String, String)> = (0..200_000)
+                .map(|index| (format!("k{index}"), "v".to_owned()))
+                .collect();
+            logging::log(Level::Info, "many fields", &fields);
+        } else {
+            let message = "x".repeat(10 << 20);
+            logging::log(Level::Info, &message, &[]);
+        }
+        Outcome {
+            decision: Decision::Accept(None),
+            rationale: Some("flooded the log and then accepted".to_owned()),
+            risk: Some(RiskLevel::Low),
+        }
+    }
+}
+
+export!(Guest);

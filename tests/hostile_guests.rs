@@ -1,0 +1,198 @@
+//! Hostile guests, as SECURITY.md promises: every one fails closed with the
+//! right reason within its limit, the host's memory comes back to its
+//! baseline, and the next review is normal.
+//!
+//! `cargo test -p gatehouse-tests --test hostile_guests -- --nocapture`
+//! prints the measured times and memory (docs/RELIABILITY.md records them).
+
+use std::time::Duration;
+
+use gatehouse::chain::{Chain, ChainLink};
+use gatehouse::context::ReviewContext;
+use gatehouse::elicitation::{ElicitationParams, RequestId};
+use gatehouse::outcome::Decision;
+use gatehouse::request::ReviewRequest;
+use gatehouse::sandbox::{Limits, ReviewerModule, Sandbox};
+use gatehouse_tests::{load, sandbox};
+use serde_json::json;
+
+fn approval_request() -> ReviewRequest {
+    let params = ElicitationParams::from_wire(&json!({
+        "message": "Allow read_file?",
+        "requestedSchema": {"type": "object", "properties": {}},
+        "_meta": {"codex_request_type": "approval_request",
+                  "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}
+    }))
+    .expect("valid params");
+    ReviewRequest::new(params, ReviewContext::new("docs", RequestId::Number(1)))
+}
+
+/// The resident set of this process, in bytes (Linux).
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The guardian accepting: a normal review, to run after each failure.
+fn assert_next_review_is_normal(sandbox: &Sandbox) {
+    let guardian = load(sandbox, "gatehouse_guardian");
+    let report = guardian.review(r#"{"default":"allow"}"#, &approval_request());
+    assert!(
+        matches!(&report.result, Ok(outcome) if matches!(outcome.decision, Decision::Accept { .. })),
+        "the review after a failure is not normal: {:?}",
+        report.result
+    );
+}
+
+/// The hostile guests, the config each gets, and the failure code each must
+/// end in.
+const HOSTILE: &[(&str, &str, &str)] = &[
+    ("test_guest_spin", "{}", "deadline"),
+    ("test_guest_grow_memory", "{}", "memory"),
+    ("test_guest_deep_recursion", "{}", "stack-overflow"),
+    ("test_guest_trap", "{}", "trap"),
+    ("test_guest_huge_output", "{}", "output-too-large"),
+    ("test_guest_huge_list", "{}", "output-too-large"),
+    ("test_guest_import_flood", "{}", "output-too-large"),
+    ("test_guest_import_flood", r#""fields""#, "output-too-large"),
+];
+
+fn review_once(module: &ReviewerModule, config: &str) -> (String, Duration) {
+    let report = module.review(config, &approval_request());
+    let code = match &report.result {
+        Ok(outcome) => format!("decided {:?}", outcome.decision),
+        Err(failure) => failure.code().to_owned(),
+    };
+    (code, report.elapsed)
+}
+
+#[test]
+fn each_hostile_guest_fails_closed_with_its_reason_within_its_limit() {
+    let limits = Limits::default();
+    let sandbox = sandbox();
+    for (name, config, expected) in HOSTILE {
+        let module = load(&sandbox, name);
+        let (code, elapsed) = review_once(&module, config);
+        println!("{name:<28} {config:<9} {code:<18} {elapsed:>10.3?}");
+        assert_eq!(&code, expected, "{name} with config {config}");
+        // Every guest is stopped by its limit, not by running out of work:
+        // nothing may run much past the deadline. The margin is wide so that
+        // a loaded CI machine does not fail the test; it still catches a
+        // missing deadline (the spin guest never returns on its own).
+        assert!(
+            elapsed < limits.deadline() + Duration::from_secs(2),
+            "{name} ran {elapsed:?}, past the {:?} deadline",
+            limits.deadline()
+        );
+        assert_next_review_is_normal(&sandbox);
+    }
+}
+
+#[test]
+fn files_environment_arguments_and_sockets_are_out_of_reach() {
+    // The guest tries /etc/passwd and its own directory, lists `/` and `.`,
+    // reads the environment and arguments, opens a TCP connection and binds
+    // a UDP socket; it reports what worked. Only the clock does.
+    let sandbox = sandbox();
+    let report = load(&sandbox, "test_guest_escape").review("{}", &approval_request());
+    assert_eq!(
+        report.result.map(|outcome| outcome.decision),
+        Ok(Decision::Decline {
+            message: Some("file=false dir=false env=0 args=0 net=false clock=true".to_owned())
+        })
+    );
+}
+
+#[test]
+fn table_growth_hits_the_table_cap() {
+    let sandbox = sandbox();
+    let bytes = gatehouse_tests::table_bomb_component();
+    let module = sandbox
+        .load_bytes("table-bomb", "table-bomb.wasm", &bytes, None)
+        .expect("the generated component loads");
+    let (code, elapsed) = review_once(&module, "{}");
+    println!(
+        "table-bomb (generated)       {:<9} {code:<18} {elapsed:>10.3?}",
+        "{}"
+    );
+    assert_eq!(code, "table");
+    let chain = Chain::new(vec![ChainLink::new(std::sync::Arc::new(module))]);
+    let answer = chain
+        .review(&approval_request())
+        .answer()
+        .expect("answered");
+    assert_eq!(answer.to_wire()["action"], "decline");
+    assert_next_review_is_normal(&sandbox);
+}
+
+#[test]
+fn a_huge_claims_list_from_describe_is_refused_not_copied() {
+    let sandbox = sandbox();
+    let module = load(&sandbox, "test_guest_huge_list");
+    let failure = module.describe().expect_err("100,000 claims are refused");
+    assert_eq!(failure.code(), "output-too-large", "{failure}");
+    assert_next_review_is_normal(&sandbox);
+}
+
+#[test]
+fn a_chain_with_a_hostile_guest_answers_decline() {
+    let sandbox = sandbox();
+    for (name, config, _) in HOSTILE {
+        let chain = Chain::new(vec![
+            ChainLink::new(load(&sandbox, name)).with_config(*config),
+        ]);
+        let answer = chain
+            .review(&approval_request())
+            .answer()
+            .expect("a failure is answered");
+        assert_eq!(
+            answer.to_wire()["action"],
+            "decline",
+            "{name} did not fail closed"
+        );
+    }
+}
+
+#[test]
+fn host_memory_returns_to_its_baseline_after_hostile_guests() {
+    const ROUNDS: usize = 20;
+    let sandbox = sandbox();
+    let modules: Vec<(std::sync::Arc<ReviewerModule>, &str)> = HOSTILE
+        .iter()
+        // The spin guest only costs time (50 ms each); one round proves it.
+        .filter(|(name, _, _)| *name != "test_guest_spin")
+        .map(|(name, config, _)| (load(&sandbox, name), *config))
+        .collect();
+    // One round first: pools, code and allocator arenas reach their steady
+    // state.
+    for (module, config) in &modules {
+        review_once(module, config);
+    }
+    let baseline = rss_bytes();
+    for _ in 0..ROUNDS {
+        for (module, config) in &modules {
+            review_once(module, config);
+        }
+    }
+    assert_next_review_is_normal(&sandbox);
+    let after = rss_bytes();
+    if let (Some(baseline), Some(after)) = (baseline, after) {
+        let growth = after.saturating_sub(baseline);
+        println!(
+            "RSS baseline {:.1} MiB, after {} reviews {:.1} MiB, growth {:.1} MiB",
+            baseline as f64 / 1048576.0,
+            ROUNDS * modules.len(),
+            after as f64 / 1048576.0,
+            growth as f64 / 1048576.0
+        );
+        // Each memory bomb fills its 16 MiB instance and the floods ask for
+        // 10 MiB at a time: 160 reviews would leave well over 1 GiB behind if
+        // instances or copies leaked. 64 MiB allows allocator noise.
+        assert!(
+            growth < 64 << 20,
+            "RSS grew by {growth} bytes over {ROUNDS} rounds of hostile guests"
+        );
+    }
+}
