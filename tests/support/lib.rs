@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use gatehouse::sandbox::{Limits, ReviewerModule, Sandbox};
 
+pub mod load;
 mod table_bomb;
 pub use table_bomb::table_bomb_component;
 
