@@ -171,6 +171,51 @@ impl ElicitationParams {
     }
 }
 
+/// Why a captured `elicitation/create` request could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CapturedError {
+    /// A JSON-RPC message with another method.
+    #[error("a `{0}` message, not elicitation/create")]
+    OtherMethod(String),
+    /// The params are refused (the inner error names the field).
+    #[error("invalid elicitation/create params: {0}")]
+    Params(ParamsError),
+}
+
+impl ElicitationParams {
+    /// Reads a captured request: the `params` of `elicitation/create` as on
+    /// the wire, or the whole JSON-RPC message, whose `id` is returned too
+    /// (`None` for bare params or an id that is neither string nor integer).
+    ///
+    /// ```
+    /// use gatehouse::elicitation::{ElicitationParams, RequestId};
+    /// let message = serde_json::json!({
+    ///     "jsonrpc": "2.0", "id": 12, "method": "elicitation/create",
+    ///     "params": {"message": "Allow?", "requestedSchema": {"type": "object", "properties": {}}}
+    /// });
+    /// let (params, id) = ElicitationParams::from_captured(&message).unwrap();
+    /// assert_eq!(id, Some(RequestId::Number(12)));
+    /// assert_eq!(params.elicitation.message(), "Allow?");
+    /// let bare = serde_json::json!({"message": "Allow?", "requestedSchema": {"type": "object"}});
+    /// assert_eq!(ElicitationParams::from_captured(&bare).unwrap().1, None);
+    /// ```
+    pub fn from_captured(value: &Value) -> Result<(Self, Option<RequestId>), CapturedError> {
+        let (params, id) = match value.get("method").and_then(Value::as_str) {
+            Some("elicitation/create") => (
+                value.get("params").unwrap_or(&Value::Null),
+                value
+                    .get("id")
+                    .cloned()
+                    .and_then(|id| serde_json::from_value(id).ok()),
+            ),
+            Some(other) => return Err(CapturedError::OtherMethod(other.to_owned())),
+            None => (value, None),
+        };
+        let params = ElicitationParams::from_wire(params).map_err(CapturedError::Params)?;
+        Ok((params, id))
+    }
+}
+
 fn form(object: &Map<String, Value>, message: String) -> Result<Elicitation, ParamsError> {
     let requested_schema = object
         .get("requestedSchema")

@@ -31,6 +31,7 @@
 
 pub mod answer;
 pub mod audit;
+pub mod bench;
 pub mod cases;
 pub mod chain;
 pub mod config;

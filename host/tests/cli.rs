@@ -366,3 +366,160 @@ fn the_demo_drives_every_kind_of_elicitation() {
         "{table}"
     );
 }
+
+/// The process-hook baseline (`examples/process-hook`, built by
+/// `cargo test --workspace` or `cargo build -p gatehouse-process-hook`).
+fn process_hook() -> PathBuf {
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let hook = target.join("debug/gatehouse-process-hook");
+    assert!(
+        hook.exists(),
+        "{} is missing: run `cargo build -p gatehouse-process-hook`",
+        hook.display()
+    );
+    hook
+}
+
+/// The `runs` row of a `gatehouse bench --format json` document.
+fn bench_run<'a>(report: &'a Value, runner: &str) -> &'a Value {
+    report["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .find(|run| run["runner"] == runner)
+        .unwrap_or_else(|| panic!("no {runner} run in {report:#}"))
+}
+
+/// Count > 0, ordered percentiles, and every review accounted for by kind.
+fn assert_sane_run(run: &Value) -> u64 {
+    let reviews = run["reviews"].as_u64().expect("reviews");
+    assert!(reviews > 0, "{run:#}");
+    let latency = &run["latency"];
+    let (p50, p99, max) = (
+        latency["p50_us"].as_f64().expect("p50"),
+        latency["p99_us"].as_f64().expect("p99"),
+        latency["max_us"].as_f64().expect("max"),
+    );
+    assert!(p50 <= p99 && p99 <= max, "{run:#}");
+    assert_eq!(latency["count"].as_u64(), Some(reviews), "{run:#}");
+    let counted: u64 = ["accept", "decline", "cancel", "defer", "failed"]
+        .iter()
+        .map(|kind| run["outcomes"][kind].as_u64().expect("a count"))
+        .sum();
+    assert_eq!(counted, reviews, "{run:#}");
+    assert_eq!(run["outcomes"]["failed"], 0, "{run:#}");
+    reviews
+}
+
+#[test]
+fn bench_measures_fresh_instance_reviews() {
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "bench",
+        guardian.to_str().unwrap(),
+        "--duration",
+        "0.3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    let run = bench_run(&report, "gatehouse");
+    let reviews = assert_sane_run(run);
+    // The embedded sample, with config `{}`: no rule allows read_file.
+    assert_eq!(run["outcomes"]["decline"], reviews, "{run:#}");
+    assert_eq!(report["runs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(report["comparison"], Value::Null);
+}
+
+#[test]
+fn bench_with_a_hook_decides_like_the_sandbox() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let requests = dir.path().join("requests.jsonl");
+    let approve = std::fs::read_to_string(root().join("examples/requests/approve-read-only.json"))
+        .expect("read");
+    let deny = std::fs::read_to_string(root().join("examples/requests/deny-drop-table.json"))
+        .expect("read");
+    let line = |text: &str| {
+        serde_json::from_str::<Value>(text)
+            .expect("JSON")
+            .to_string()
+    };
+    std::fs::write(&requests, format!("{}\n{}\n", line(&approve), line(&deny))).expect("write");
+    let guardian = guest("gatehouse_guardian");
+    let hook = process_hook();
+    let output = gatehouse(&[
+        "bench",
+        guardian.to_str().unwrap(),
+        "--requests",
+        requests.to_str().unwrap(),
+        "--module-config",
+        r#"{"allow":[{"server":"docs","tool":"read_*"}],"deny":[{"tool":"drop_*"}]}"#,
+        "--duration",
+        "0.3",
+        "--hook",
+        hook.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    let concurrency = report["concurrency"].as_u64().expect("concurrency");
+    for runner in ["gatehouse", "process-hook"] {
+        let run = bench_run(&report, runner);
+        assert_sane_run(run);
+        // Each worker alternates between the two requests, so if both
+        // runners decide like the guardian, accepts and declines are equal
+        // to within one per worker, and nothing else comes out.
+        let accept = run["outcomes"]["accept"].as_u64().expect("accept");
+        let decline = run["outcomes"]["decline"].as_u64().expect("decline");
+        assert!(accept > 0 && decline > 0, "{run:#}");
+        assert!(accept.abs_diff(decline) <= concurrency, "{run:#}");
+        assert_eq!(run["outcomes"]["defer"], 0, "{run:#}");
+        assert_eq!(run["outcomes"]["cancel"], 0, "{run:#}");
+    }
+    let hook_run = bench_run(&report, "process-hook");
+    assert_eq!(hook_run["command"], hook.display().to_string());
+    assert!(
+        report["comparison"]["hook_p50_over_gatehouse_p50"]
+            .as_f64()
+            .is_some_and(|ratio| ratio > 0.0),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn bench_errors_name_the_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let requests = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &requests,
+        "{\"message\": \"?\", \"requestedSchema\": {\"type\": \"object\"}}\n{\"message\": 1}\n",
+    )
+    .expect("write");
+    let guardian = guest("gatehouse_guardian");
+    let output = gatehouse(&[
+        "bench",
+        guardian.to_str().unwrap(),
+        "--requests",
+        requests.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad.jsonl: line 2: "), "{stderr}");
+    assert!(stderr.contains("`message` must be a string"), "{stderr}");
+
+    let output = gatehouse(&[
+        "bench",
+        guest("test_guest_wrong_world").to_str().unwrap(),
+        "--duration",
+        "0.1",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("test_guest_wrong_world.wasm: does not export"),
+        "{stderr}"
+    );
+}

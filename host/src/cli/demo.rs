@@ -119,22 +119,26 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     ));
     // `next` speaks protocol 2026-07-28: its elicitations come back as
     // input requests inside tool results.
-    let servers = [("git", None), ("locked", None), ("next", Some("2026-07-28"))]
-        .into_iter()
-        .map(|(name, protocol)| {
-            let mut args = vec!["--name".to_owned(), name.to_owned()];
-            if let Some(protocol) = protocol {
-                args.extend(["--protocol".to_owned(), protocol.to_owned()]);
-            }
-            RawServer {
-                command: Some(server.display().to_string()),
-                args,
-                protocol_version: protocol.map(str::to_owned),
-                ..RawServer::default()
-            }
-            .check(name)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let servers = [
+        ("git", None),
+        ("locked", None),
+        ("next", Some("2026-07-28")),
+    ]
+    .into_iter()
+    .map(|(name, protocol)| {
+        let mut args = vec!["--name".to_owned(), name.to_owned()];
+        if let Some(protocol) = protocol {
+            args.extend(["--protocol".to_owned(), protocol.to_owned()]);
+        }
+        RawServer {
+            command: Some(server.display().to_string()),
+            args,
+            protocol_version: protocol.map(str::to_owned),
+            ..RawServer::default()
+        }
+        .check(name)
+    })
+    .collect::<Result<Vec<_>, _>>()?;
     let mcp = McpRuntime::new(servers, Arc::new(router.clone()));
     let catalog = mcp.clone();
     router.set_catalog_source(move |name| catalog.snapshot().catalog_for(name));

@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch. Each command lives in its own module and
 //! returns the process exit code; errors are reported by `main`.
 
+mod bench;
 mod conformance;
 mod demo;
 mod inspect;
@@ -31,6 +32,7 @@ enum Command {
     Serve(serve::ServeArgs),
     Demo(demo::DemoArgs),
     Reload(reload::ReloadArgs),
+    Bench(bench::BenchArgs),
 }
 
 /// How results are printed.
@@ -52,6 +54,8 @@ impl Cli {
                 "warn"
             }
             Command::Demo(_) => "error",
+            // Failed reviews are counted in the report, not logged one by one.
+            Command::Bench(_) => "error",
         }
     }
 }
@@ -65,6 +69,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Reload(args) => reload::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

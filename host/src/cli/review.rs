@@ -236,23 +236,7 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
 /// message whose id becomes the request id.
 fn read_request(path: &Path) -> anyhow::Result<(ElicitationParams, Option<RequestId>)> {
     let value = read_json(path)?;
-    let (params, id) = match value.get("method").and_then(Value::as_str) {
-        Some("elicitation/create") => (
-            value.get("params").cloned().unwrap_or(Value::Null),
-            value
-                .get("id")
-                .cloned()
-                .and_then(|id| serde_json::from_value(id).ok()),
-        ),
-        Some(other) => bail!(
-            "{}: a `{other}` message, not elicitation/create",
-            path.display()
-        ),
-        None => (value, None),
-    };
-    let params = ElicitationParams::from_wire(&params)
-        .with_context(|| format!("{}: invalid elicitation/create params", path.display()))?;
-    Ok((params, id))
+    ElicitationParams::from_captured(&value).with_context(|| path.display().to_string())
 }
 
 fn step_summary(step: &ModuleReport) -> (String, String, String) {
