@@ -480,7 +480,9 @@ impl Connection {
 
     /// Whether the connection has closed (the server exited or hung up).
     pub fn is_closed(&self) -> bool {
-        self.service.is_closed()
+        // rmcp's `is_closed` sees only a cancelled service; when the server
+        // goes away the service loop ends, which closes the peer's channel.
+        self.service.is_closed() || self.service.peer().is_transport_closed()
     }
 
     /// Whether the server said its tools changed since they were last listed.

@@ -7,8 +7,9 @@
 //! change (unless a hard refresh asked for a reconnect), connect the rest
 //! concurrently, list tools where they are new or stale, publish. A changed
 //! credential in the environment (bearer token, header or passed-through
-//! variable) makes the runtime dirty and reconnects that server. Holders of
-//! an old snapshot keep its connections until they drop it.
+//! variable) makes the runtime dirty and reconnects that server; so does a
+//! connection that closed (the server exited or hung up). Holders of an old
+//! snapshot keep its connections until they drop it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -240,6 +241,18 @@ impl McpRuntime {
             .any(|connection| !connection.credentials_current())
         {
             tracing::info!("credentials changed; refreshing");
+            self.invalidate();
+        }
+        // A server that exited or hung up is reconnected (the refresh does
+        // not reuse closed connections); nothing else would make us dirty.
+        if let Some(closed) = inner
+            .snapshot
+            .load()
+            .connections
+            .values()
+            .find(|connection| connection.is_closed())
+        {
+            tracing::info!(server = closed.name(), "connection closed; reconnecting");
             self.invalidate();
         }
         let weak = Arc::downgrade(inner);
