@@ -89,6 +89,15 @@ impl ElicitAnswer {
         }
     }
 
+    /// A plain `cancel` (the request is dismissed without a choice).
+    pub fn cancel() -> ElicitAnswer {
+        ElicitAnswer {
+            action: Action::Cancel,
+            content: None,
+            meta: None,
+        }
+    }
+
     /// The answer as JSON, exactly as on the wire.
     pub fn to_wire(&self) -> Value {
         let mut wire = Map::new();

@@ -121,6 +121,18 @@ pub enum ParamsError {
     /// `_meta` is present but not an object.
     #[error("`_meta` must be a JSON object, not {0}")]
     MetaNotAnObject(&'static str),
+    /// A URL-mode request without an `elicitationId`, which protocols before
+    /// 2026-07-28 require.
+    #[error("`elicitationId` must be a non-empty string (protocols before 2026-07-28 require it)")]
+    MissingElicitationId,
+    /// A URL-mode `url` that is not an absolute http(s) URL with a host.
+    #[error("`url` must be an absolute http:// or https:// URL with a host, not {url:?}: {reason}")]
+    NotAUrl {
+        /// What was sent.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// The parsed `params` of an `elicitation/create` request.
@@ -162,8 +174,13 @@ impl ElicitationParams {
             Some(Value::String(mode)) if mode == "form" => form(object, message)?,
             Some(Value::String(mode)) if mode == "url" => Elicitation::Url {
                 message,
-                url: string_field(object, "url")?,
-                elicitation_id: string_field(object, "elicitationId")?,
+                url: checked_url(string_field(object, "url")?)?,
+                // Protocol 2026-07-28 dropped the field; before it, the
+                // router requires it (see `Router::route`).
+                elicitation_id: match object.get("elicitationId") {
+                    None | Some(Value::Null) => String::new(),
+                    Some(_) => string_field(object, "elicitationId")?,
+                },
             },
             Some(other) => return Err(ParamsError::UnknownMode(other.to_string())),
         };
@@ -229,6 +246,22 @@ fn form(object: &Map<String, Value>, message: String) -> Result<Elicitation, Par
     })
 }
 
+/// A URL the person may be shown: absolute, http(s), with a host.
+fn checked_url(url: String) -> Result<String, ParamsError> {
+    let refuse = |reason: String| ParamsError::NotAUrl {
+        url: url.chars().take(200).collect(),
+        reason,
+    };
+    let parsed = reqwest::Url::parse(&url).map_err(|error| refuse(error.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(refuse(format!("the scheme is {:?}", parsed.scheme())));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(refuse("it has no host".to_owned()));
+    }
+    Ok(url)
+}
+
 fn string_field(object: &Map<String, Value>, field: &'static str) -> Result<String, ParamsError> {
     object
         .get(field)
@@ -265,9 +298,39 @@ mod tests {
 
     #[test]
     fn url_mode_needs_its_fields() {
-        let params = json!({"mode": "url", "message": "Sign in", "url": "https://example.com"});
+        let params = json!({"mode": "url", "message": "Sign in", "url": "https://example.com", "elicitationId": 7});
         let error = ElicitationParams::from_wire(&params).unwrap_err();
         assert_eq!(error.to_string(), "`elicitationId` must be a string");
+        // 2026-07-28 dropped the id: its absence is the router's call.
+        let params = json!({"mode": "url", "message": "Sign in", "url": "https://example.com"});
+        assert!(matches!(
+            ElicitationParams::from_wire(&params).map(|p| p.elicitation),
+            Ok(Elicitation::Url { elicitation_id, .. }) if elicitation_id.is_empty()
+        ));
+    }
+
+    #[test]
+    fn url_mode_needs_an_absolute_http_url_with_a_host() {
+        for url in [
+            "not a url",
+            "/relative/path",
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://",
+        ] {
+            let params = json!({"mode": "url", "message": "Go", "url": url, "elicitationId": "e"});
+            let error = ElicitationParams::from_wire(&params).unwrap_err();
+            assert!(
+                matches!(error, ParamsError::NotAUrl { .. }),
+                "{url}: {error}"
+            );
+            assert!(
+                error.to_string().starts_with("`url` must be an absolute"),
+                "{error}"
+            );
+        }
+        let params = json!({"mode": "url", "message": "Go", "url": "http://localhost:8080/x?y", "elicitationId": "e"});
+        assert!(ElicitationParams::from_wire(&params).is_ok());
     }
 
     #[test]

@@ -481,7 +481,7 @@ async fn a_changed_module_file_or_sighup_swaps_without_a_command() {
     let swaps = |log: &Path| {
         std::fs::read_to_string(log)
             .unwrap_or_default()
-            .matches("reviewer chain swapped")
+            .matches("reviewer chain and settings swapped")
             .count()
     };
     let before = swaps(&log);

@@ -16,13 +16,15 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 pub use pending::{Pending, PendingEntry};
-pub use settings::{Effective, ElicitationSettings, ServerOverrides, Unhandled};
+pub use settings::{
+    DEFAULT_MAX_IN_FLIGHT_PER_SERVER, Effective, ElicitationSettings, ServerOverrides, Unhandled,
+};
 
 use crate::answer::{Action, ElicitAnswer, REVIEW_FAILED_MESSAGE};
 use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
 use crate::chain::{Chain, ChainReport, Verdict};
 use crate::context::{ApprovalPolicy, ApprovalsReviewer, ReviewContext, ToolCatalog};
-use crate::elicitation::{Elicitation, ElicitationParams, RequestId};
+use crate::elicitation::{Elicitation, ElicitationParams, ParamsError, RequestId};
 use crate::mcp::connection::{Delivery, ElicitationHandler, IncomingElicitation};
 use crate::outcome::Decision;
 use crate::request::ReviewRequest;
@@ -73,7 +75,28 @@ pub struct Router {
     catalog: OnceLock<CatalogSource>,
     reviews: Semaphore,
     pending: Pending,
+    arrivals: Pending,
     in_flight: std::sync::atomic::AtomicUsize,
+    per_server: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// Counts one of a server's elicitations in flight while alive.
+struct ServerSlot<'a> {
+    counts: &'a std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    server: String,
+}
+
+impl Drop for ServerSlot<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut counts) = self.counts.lock()
+            && let Some(count) = counts.get_mut(&self.server)
+        {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&self.server);
+            }
+        }
+    }
 }
 
 /// Counts a route in flight while alive.
@@ -130,7 +153,9 @@ impl Router {
             catalog: OnceLock::new(),
             reviews: Semaphore::new(concurrent_reviews.max(1)),
             pending: Pending::default(),
+            arrivals: Pending::default(),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            per_server: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -185,20 +210,63 @@ impl Router {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _in_flight = InFlight(&self.in_flight);
         let started = Instant::now();
-        let parsed = ElicitationParams::from_wire(&elicitation.params);
+        let (_slot, over_cap) = self.take_server_slot(&elicitation.server);
+        // A pushed request's id must be unique among the server's requests
+        // in flight. A reuse cancels the earlier one (if it waits for the
+        // person) and answers the later `cancel` at once: rmcp keeps one
+        // response slot per id, so the server hears one answer either way,
+        // and nothing is left waiting.
+        let arrival = match elicitation.delivery {
+            Delivery::Request => Some(self.arrivals.register_checked(
+                &elicitation.server,
+                &request_id_text(&elicitation.request_id),
+            )),
+            Delivery::InputRequest => None,
+        };
+        let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced);
+        let parsed = ElicitationParams::from_wire(&elicitation.params).and_then(|params| {
+            match &params.elicitation {
+                Elicitation::Url { elicitation_id, .. }
+                    if elicitation_id.is_empty() && elicitation.delivery == Delivery::Request =>
+                {
+                    Err(ParamsError::MissingElicitationId)
+                }
+                _ => Ok(params),
+            }
+        });
         let mode = match &parsed {
             Ok(params) => params.elicitation.mode().to_string(),
             Err(_) => "invalid".to_owned(),
         };
-        let mut decided = match parsed {
-            Err(error) => Decided {
-                answer: Err(ErrorData::invalid_params(error.to_string(), None)),
-                by: DecidedBy::Policy,
-                reason: "invalid params".to_owned(),
-                steps: Vec::new(),
-            },
-            Ok(params) => self.decide(&elicitation, params).await,
+        let mut decided = if let Some(limit) = over_cap {
+            Decided::new(
+                ElicitAnswer::plain_decline(),
+                DecidedBy::Policy,
+                format!(
+                    "too many elicitations in flight from this server (max_in_flight_per_server = {limit})"
+                ),
+            )
+        } else if duplicate {
+            Decided::new(
+                ElicitAnswer::cancel(),
+                DecidedBy::Policy,
+                "duplicate request id: an earlier request with this id was still in flight; both are cancelled",
+            )
+        } else {
+            match parsed {
+                Err(error) => Decided {
+                    answer: Err(ErrorData::invalid_params(error.to_string(), None)),
+                    by: DecidedBy::Policy,
+                    reason: "invalid params".to_owned(),
+                    steps: Vec::new(),
+                },
+                Ok(params) => {
+                    let replaced = arrival.as_ref().map(|(entry, _)| entry.replaced.clone());
+                    self.decide(&elicitation, params, replaced).await
+                }
+            }
         };
+        drop(arrival);
         let record = AuditRecord {
             time: now_rfc3339(),
             server: elicitation.server.clone(),
@@ -232,10 +300,31 @@ impl Router {
         }
     }
 
+    /// Counts one more elicitation of `server` in flight; `Some(limit)` when
+    /// that is over the limit (the slot is still held, and released on drop).
+    fn take_server_slot(&self, server: &str) -> (ServerSlot<'_>, Option<usize>) {
+        let limit = self.settings.load().max_in_flight_per_server.max(1);
+        let count = self
+            .per_server
+            .lock()
+            .map(|mut counts| {
+                let count = counts.entry(server.to_owned()).or_insert(0);
+                *count += 1;
+                *count
+            })
+            .unwrap_or(0);
+        let slot = ServerSlot {
+            counts: &self.per_server,
+            server: server.to_owned(),
+        };
+        (slot, (count > limit).then_some(limit))
+    }
+
     async fn decide(
         &self,
         elicitation: &IncomingElicitation,
         params: ElicitationParams,
+        replaced: Option<tokio_util::sync::CancellationToken>,
     ) -> Decided {
         let all = self.settings.load_full();
         let settings = all.for_server(&elicitation.server);
@@ -298,6 +387,7 @@ impl Router {
                     elicitation,
                     &request,
                     &all,
+                    replaced,
                     Vec::new(),
                     "routed to the user",
                 )
@@ -319,8 +409,15 @@ impl Router {
                 steps,
             },
             _ => {
-                self.ask_person(elicitation, &request, &all, steps, "every module deferred")
-                    .await
+                self.ask_person(
+                    elicitation,
+                    &request,
+                    &all,
+                    replaced,
+                    steps,
+                    "every module deferred",
+                )
+                .await
             }
         }
     }
@@ -412,17 +509,15 @@ impl Router {
         elicitation: &IncomingElicitation,
         request: &ReviewRequest,
         settings: &ElicitationSettings,
+        replaced: Option<tokio_util::sync::CancellationToken>,
         steps: Vec<AuditStep>,
         why: &str,
     ) -> Decided {
+        let replaced = replaced.unwrap_or_default();
         let unhandled = |reason: String, steps: Vec<AuditStep>| {
             let answer = match settings.on_unhandled {
                 Unhandled::Decline => ElicitAnswer::plain_decline(),
-                Unhandled::Cancel => ElicitAnswer {
-                    action: Action::Cancel,
-                    content: None,
-                    meta: None,
-                },
+                Unhandled::Cancel => ElicitAnswer::cancel(),
             };
             Decided {
                 answer: Ok(answer),
@@ -446,11 +541,7 @@ impl Router {
             ),
         };
         let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
-            answer: Ok(ElicitAnswer {
-                action: Action::Cancel,
-                content: None,
-                meta: None,
-            }),
+            answer: Ok(ElicitAnswer::cancel()),
             by: DecidedBy::Person,
             reason: reason.to_owned(),
             steps,
@@ -460,6 +551,7 @@ impl Router {
             () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
             () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
             () = entry.replaced.cancelled() => return cancel("cancelled: replaced by a request with the same id, or shutting down", steps),
+            () = replaced.cancelled() => return cancel("cancelled: the server reused this request id while it waited", steps),
         };
         drop(entry);
         let result = match answered {
@@ -504,6 +596,11 @@ impl Router {
             steps,
         }
     }
+}
+
+/// A request id as a registry key: `7` and `"7"` stay apart.
+fn request_id_text(id: &rmcp::model::RequestId) -> String {
+    serde_json::to_string(id).unwrap_or_default()
 }
 
 impl ElicitationHandler for Arc<Router> {

@@ -62,6 +62,31 @@ impl Pending {
         }
     }
 
+    /// Registers `(server, id)` like [`Pending::register`], and says whether
+    /// an earlier entry with the same key was still live (and is now
+    /// cancelled).
+    pub fn register_checked(&self, server: &str, id: &str) -> (PendingEntry<'_>, bool) {
+        let key = (server.to_owned(), id.to_owned());
+        let token = CancellationToken::new();
+        let serial = self.next.fetch_add(1, Ordering::SeqCst);
+        let mut replaced = false;
+        if let Ok(mut waiting) = self.waiting.lock()
+            && let Some((_, earlier)) = waiting.insert(key.clone(), (serial, token.clone()))
+        {
+            earlier.cancel();
+            replaced = true;
+        }
+        (
+            PendingEntry {
+                registry: self,
+                key,
+                serial,
+                replaced: token,
+            },
+            replaced,
+        )
+    }
+
     /// Registers an entry under `(server, id)` made unique with a serial,
     /// for ids that may legitimately repeat (2026-07-28 input-request keys).
     pub fn register_unique(&self, server: &str, id: &str) -> PendingEntry<'_> {
@@ -114,6 +139,18 @@ mod tests {
         );
         drop(second);
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn register_checked_says_when_it_replaced_a_live_entry() {
+        let pending = Pending::default();
+        let (first, replaced) = pending.register_checked("s", "1");
+        assert!(!replaced);
+        let (second, replaced) = pending.register_checked("s", "1");
+        assert!(replaced && first.replaced.is_cancelled());
+        drop((first, second));
+        let (_third, replaced) = pending.register_checked("s", "1");
+        assert!(!replaced, "entries that ended are not duplicates");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! approvals_reviewer = "auto_review" # or "user": everything goes to the person
 //! on_unhandled = "decline"          # what no module and no person decided: decline | cancel
 //! person_timeout_sec = 300          # then the elicitation is cancelled
+//! max_in_flight_per_server = 256    # more at once from one server are declined at once
 //! audit_log = "gatehouse-audit.jsonl"
 //!
 //! [elicitations.servers.github]
@@ -62,6 +63,11 @@ pub struct ElicitationSettings {
     pub on_unhandled: Unhandled,
     /// How long the person has, in seconds.
     pub person_timeout_sec: f64,
+    /// How many elicitations one server may have in flight (in review or
+    /// waiting for the person); more are declined at once, unreviewed, and
+    /// audited. Bounds the memory a flooding server can take and keeps it
+    /// from starving the others.
+    pub max_in_flight_per_server: usize,
     /// Overrides by server name.
     pub servers: BTreeMap<String, ServerOverrides>,
     /// The audit log file, relative to the config file (default
@@ -78,11 +84,15 @@ impl Default for ElicitationSettings {
             auto_approve_prompts: false,
             on_unhandled: Unhandled::Decline,
             person_timeout_sec: 300.0,
+            max_in_flight_per_server: DEFAULT_MAX_IN_FLIGHT_PER_SERVER,
             servers: BTreeMap::new(),
             audit_log: None,
         }
     }
 }
+
+/// The default of `max_in_flight_per_server`.
+pub const DEFAULT_MAX_IN_FLIGHT_PER_SERVER: usize = 256;
 
 /// The settings in force for one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
