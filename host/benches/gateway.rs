@@ -158,13 +158,16 @@ fn bench(c: &mut Criterion) {
                 .expect("elicit_raw")
         })
     });
-    group.bench_function("elicitation end to end: through gatehouse (guardian)", |b| {
-        b.iter(|| {
-            runtime
-                .block_on(through.call_tool(call("git__elicit_raw", approval())))
-                .expect("elicit_raw")
-        })
-    });
+    group.bench_function(
+        "elicitation end to end: through gatehouse (guardian)",
+        |b| {
+            b.iter(|| {
+                runtime
+                    .block_on(through.call_tool(call("git__elicit_raw", approval())))
+                    .expect("elicit_raw")
+            })
+        },
+    );
     group.finish();
     runtime.block_on(async {
         let _ = direct.cancel().await;
