@@ -1,12 +1,15 @@
 //! One review through the reference guardian: a fresh sandboxed instance per
-//! review, beside the same decision logic compiled natively.
+//! review, beside the same decision logic compiled natively, and the
+//! throughput of two worker threads reviewing at once (each review in its own
+//! fresh instance; read reviews/s off the `thrpt` line).
 //!
 //! Run: `.ci/build-guests && cargo bench -p gatehouse --bench review`
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gatehouse::chain::{Chain, ChainLink};
 use gatehouse::context::ReviewContext;
 use gatehouse::elicitation::{ElicitationParams, RequestId};
@@ -24,6 +27,9 @@ fn guardian_path() -> PathBuf {
     );
     target.join("wasm32-wasip2/guest/gatehouse_guardian.wasm")
 }
+
+/// Worker threads in the concurrent benchmark.
+const WORKERS: u64 = 2;
 
 /// A 1 KB approval elicitation.
 fn wire_params() -> serde_json::Value {
@@ -85,7 +91,42 @@ fn bench(c: &mut Criterion) {
     group.bench_function("native logic", |b| {
         b.iter(|| gatehouse_guardian::logic::review(CONFIG, &input))
     });
+
+    // `iters` reviews shared out among the workers; the time per element is
+    // wall time over all of them, so `thrpt` is reviews/s of all workers.
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(
+        format!("sandboxed, fresh instance, {WORKERS} workers"),
+        |b| b.iter_custom(|iters| concurrent_reviews(&chain, &request, iters)),
+    );
     group.finish();
+}
+
+/// Runs `iters` reviews on `WORKERS` threads at once; the wall time from
+/// when all have started to when the last one is done.
+fn concurrent_reviews(chain: &Chain, request: &ReviewRequest, iters: u64) -> Duration {
+    let start = std::sync::Barrier::new(usize::try_from(WORKERS).expect("few workers") + 1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|worker| {
+                // Shares differ by one review at most.
+                let share = iters / WORKERS + u64::from(worker < iters % WORKERS);
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    for _ in 0..share {
+                        std::hint::black_box(chain.review(request));
+                    }
+                })
+            })
+            .collect();
+        start.wait();
+        let began = Instant::now();
+        for worker in workers {
+            worker.join().expect("worker");
+        }
+        began.elapsed()
+    })
 }
 
 criterion_group!(benches, bench);

@@ -3,7 +3,7 @@
 //! form's schema, no content on a URL accept.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::contract::types as wit;
 use crate::elicitation::Elicitation;
@@ -129,11 +129,34 @@ fn checked_content(
                     crate::elicitation::json_kind(&value)
                 )));
             }
-            schema::validate_content(requested_schema, &value)
-                .map_err(ReviewFailure::SchemaMismatch)?;
+            if !empty_answer_to_empty_form(requested_schema, &value) {
+                schema::validate_content(requested_schema, &value)
+                    .map_err(ReviewFailure::SchemaMismatch)?;
+            }
             Ok(Some(value))
         }
     }
+}
+
+/// Whether `content` is `{}` and `schema` a form that asks for nothing, in
+/// which case the content validates: an object schema with no properties
+/// and nothing required, using no keyword beyond `type`, `properties`,
+/// `required`, `title` and `description`. (The answer every approval to an
+/// empty form carries; compiling a validator for it would cost more than the
+/// rest of the review.) Anything else goes through the full validator.
+fn empty_answer_to_empty_form(schema: &Map<String, Value>, content: &Value) -> bool {
+    if !content.as_object().is_some_and(Map::is_empty) {
+        return false;
+    }
+    schema
+        .iter()
+        .all(|(keyword, value)| match keyword.as_str() {
+            "type" => value.as_str() == Some("object"),
+            "properties" => value.as_object().is_some_and(Map::is_empty),
+            "required" => value.as_array().is_some_and(Vec::is_empty),
+            "title" | "description" => value.is_string(),
+            _ => false,
+        })
 }
 
 /// The bytes of text in an outcome, which the output cap bounds.
@@ -144,4 +167,54 @@ fn output_size(outcome: &wit::Outcome) -> usize {
         wit::Decision::Defer | wit::Decision::Cancel => 0,
     };
     decision + outcome.rationale.as_ref().map_or(0, String::len)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The shortcut agrees with the full validator wherever it applies, and
+    /// leaves everything else to it.
+    #[test]
+    fn the_empty_form_shortcut_agrees_with_the_validator() {
+        let schemas = [
+            json!({}),
+            json!({"type": "object"}),
+            json!({"type": "object", "properties": {}}),
+            json!({"type": "object", "properties": {}, "required": []}),
+            json!({"type": "object", "properties": {}, "title": "Confirm", "description": "Go?"}),
+            json!({"type": "object", "properties": {}, "required": ["x"]}),
+            json!({"type": "object", "properties": {"x": {"type": "string"}}}),
+            json!({"type": "object", "properties": {}, "minProperties": 1}),
+            json!({"type": "object", "properties": {}, "title": 5}),
+            json!({"type": "object", "properties": {}, "$schema": "https://example.com/nope"}),
+            json!({"type": "string"}),
+            json!({"type": ["object"]}),
+        ];
+        let contents = [json!({}), json!({"x": "y"})];
+        for schema in &schemas {
+            let schema = schema.as_object().expect("object");
+            for content in &contents {
+                if empty_answer_to_empty_form(schema, content) {
+                    assert_eq!(
+                        schema::validate_content(schema, content),
+                        Ok(()),
+                        "{schema:?} {content}"
+                    );
+                }
+            }
+        }
+        let empty = json!({"type": "object", "properties": {}});
+        assert!(empty_answer_to_empty_form(
+            empty.as_object().expect("object"),
+            &json!({})
+        ));
+        let required = json!({"type": "object", "properties": {}, "required": ["x"]});
+        assert!(!empty_answer_to_empty_form(
+            required.as_object().expect("object"),
+            &json!({})
+        ));
+    }
 }

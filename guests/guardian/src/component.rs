@@ -76,6 +76,7 @@ impl Guest for Guardian {
         let verdict = crate::logic::review(&config, &view);
         if let Some(reviewed) = &verdict.request
             && logging::max_level() <= Level::Debug
+            && let Some(reviewed) = reviewed.to_json()
         {
             logging::log(
                 Level::Debug,

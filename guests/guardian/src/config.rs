@@ -12,35 +12,54 @@
 //! Every field is optional; `{}` denies every tool that is neither allowed
 //! nor marked read-only.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use wildmatch::WildMatch;
 
 /// The default instructions appended to a denial.
 pub const DEFAULT_DENIAL_INSTRUCTIONS: &str = "The agent must not attempt to achieve the same outcome via workaround, indirect execution, or policy circumvention. Proceed only with a materially safer alternative, or if the user explicitly approves the action after being informed of the risk. Otherwise, stop and request user input.";
 
-/// One allow or deny rule. `*` and `?` are wildcards.
+/// One allow or deny rule. `*` and `?` are wildcards. Strings are borrowed
+/// from the configuration text when they have no escapes.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Rule {
+pub struct Rule<'a> {
     /// Server name pattern (default `*`).
-    #[serde(default = "any")]
-    pub server: String,
+    #[serde(default = "any", borrow)]
+    pub server: Cow<'a, str>,
     /// Tool name pattern (default `*`).
-    #[serde(default = "any")]
-    pub tool: String,
+    #[serde(default = "any", borrow)]
+    pub tool: Cow<'a, str>,
     /// Why the rule exists; used as the rationale when it matches.
-    #[serde(default)]
-    pub reason: Option<String>,
+    #[serde(default, borrow)]
+    pub reason: Option<Cow<'a, str>>,
 }
 
-fn any() -> String {
-    "*".to_owned()
+fn any() -> Cow<'static, str> {
+    Cow::Borrowed("*")
 }
 
-impl Rule {
+impl Rule<'_> {
     /// Whether the rule covers `tool` on `server`.
     pub fn matches(&self, server: &str, tool: &str) -> bool {
-        WildMatch::new(&self.server).matches(server) && WildMatch::new(&self.tool).matches(tool)
+        wildcard_match(&self.server, server) && wildcard_match(&self.tool, tool)
+    }
+}
+
+/// `WildMatch::new(pattern).matches(text)`, without compiling the pattern
+/// for the common shapes: no wildcard, `*`, `prefix*` and `*suffix`.
+fn wildcard_match(pattern: &str, text: &str) -> bool {
+    let is_wild = |c: char| c == '*' || c == '?';
+    let trimmed = pattern.trim_matches('*');
+    if trimmed.contains(is_wild) {
+        return WildMatch::new(pattern).matches(text);
+    }
+    match (pattern.starts_with('*'), pattern.ends_with('*')) {
+        (false, false) => text == pattern,
+        (false, true) => text.starts_with(trimmed),
+        (true, false) => text.ends_with(trimmed),
+        (true, true) => trimmed.is_empty() || WildMatch::new(pattern).matches(text),
     }
 }
 
@@ -58,24 +77,24 @@ pub enum Fallback {
 /// The guardian's configuration.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
+pub struct Config<'a> {
     /// Rules that deny; checked first.
-    #[serde(default)]
-    pub deny: Vec<Rule>,
+    #[serde(default, borrow)]
+    pub deny: Vec<Rule<'a>>,
     /// Rules that allow; checked after `deny`.
-    #[serde(default)]
-    pub allow: Vec<Rule>,
+    #[serde(default, borrow)]
+    pub allow: Vec<Rule<'a>>,
     /// What happens to a tool nothing else decides.
     #[serde(default)]
     pub default: Fallback,
     /// Replaces the instructions appended to a denial message.
-    #[serde(default)]
-    pub denial_instructions: Option<String>,
+    #[serde(default, borrow)]
+    pub denial_instructions: Option<Cow<'a, str>>,
 }
 
-impl Config {
+impl<'a> Config<'a> {
     /// Parses the module configuration (JSON text).
-    pub fn parse(text: &str) -> Result<Config, String> {
+    pub fn parse(text: &'a str) -> Result<Config<'a>, String> {
         serde_json::from_str(text).map_err(|error| format!("invalid guardian config: {error}"))
     }
 
@@ -84,5 +103,56 @@ impl Config {
         self.denial_instructions
             .as_deref()
             .unwrap_or(DEFAULT_DENIAL_INSTRUCTIONS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wildcard_shortcuts_agree_with_wildmatch() {
+        let patterns = [
+            "",
+            "*",
+            "**",
+            "read_*",
+            "read_**",
+            "*_file",
+            "**_file",
+            "read_file",
+            "read?file",
+            "*read*",
+            "r*d",
+            "?",
+            "é*",
+            "*é",
+            "a*b*c",
+        ];
+        let texts = [
+            "",
+            "read_file",
+            "read_",
+            "read",
+            "_file",
+            "file",
+            "readXfile",
+            "é",
+            "éa",
+            "aé",
+            "abc",
+            "axbyc",
+            "r",
+            "rd",
+        ];
+        for pattern in patterns {
+            for text in texts {
+                assert_eq!(
+                    wildcard_match(pattern, text),
+                    WildMatch::new(pattern).matches(text),
+                    "{pattern:?} {text:?}"
+                );
+            }
+        }
     }
 }

@@ -60,7 +60,7 @@ pub enum Reviewer {
 }
 
 /// The server's hints about a tool.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Annotations {
     /// `readOnlyHint`.
     #[serde(rename = "readOnlyHint", skip_serializing_if = "Option::is_none")]
@@ -164,5 +164,5 @@ pub struct Verdict {
     pub risk: Option<Risk>,
     /// The tool-call review request the verdict was reached on (for the log),
     /// when the elicitation got that far.
-    pub request: Option<serde_json::Value>,
+    pub request: Option<crate::logic::ReviewedCall>,
 }

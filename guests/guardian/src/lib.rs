@@ -9,6 +9,7 @@
 pub mod config;
 pub mod input;
 pub mod logic;
+mod meta;
 
 #[cfg(target_arch = "wasm32")]
 mod component;

@@ -8,7 +8,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::{Config, Fallback};
-use crate::input::{Annotations, Catalog, Decision, Input, Mode, Policy, Reviewer, Risk, Verdict};
+use crate::input::{
+    Annotations, Catalog, Decision, Input, Mode, Policy, RequestId, Reviewer, Risk, Verdict,
+};
+use crate::meta::{Meta, Shape};
 
 /// `_meta` key: the server opts in to automated review.
 pub const REQUEST_TYPE_KEY: &str = "codex_request_type";
@@ -42,12 +45,20 @@ pub const STRICT_DECLINE_MESSAGE: &str = "Automated review of this operation fai
 
 /// Reviews one elicitation. `config` is the module configuration (JSON text).
 pub fn review(config: &str, input: &Input<'_>) -> Verdict {
-    let meta = match input.meta.map(parse_object).transpose() {
+    let meta = match input.meta.map(Meta::parse).transpose() {
         Ok(meta) => meta,
-        Err(error) => return decline_quietly(format!("_meta is not a JSON object: {error}")),
+        Err(error) => {
+            // The message of the `Map<String, Value>` parse the fields are
+            // read as (they agree; this is the rare path).
+            let error = input
+                .meta
+                .and_then(|text| parse_object(text).err())
+                .unwrap_or(error);
+            return decline_quietly(format!("_meta is not a JSON object: {error}"));
+        }
     };
     if let Some(meta) = &meta
-        && let Some(marker) = meta.get(STRICT_KEY)
+        && let Some(marker) = &meta.strict
     {
         return strict_review(config, input, meta, marker);
     }
@@ -84,31 +95,23 @@ pub fn review(config: &str, input: &Input<'_>) -> Verdict {
         Step::Decline(why) => return decline_quietly(why.to_owned()),
         Step::Request(request) => request,
     };
-    if meta
-        .as_ref()
-        .is_some_and(|meta| meta.contains_key(PERSIST_KEY))
-    {
+    if meta.as_ref().is_some_and(|meta| meta.persist) {
         return defer("a request to remember the approval is left to the user");
     }
     match bind_identity(request, input.catalog) {
-        Ok(request) => assess(config, &request),
+        Ok(request) => assess(config, request),
         Err(why) => decline_quietly(why.to_owned()),
     }
 }
 
 /// Assesses the request and attaches it to the verdict.
-fn assess(config: &str, request: &ToolCallReview) -> Verdict {
-    let mut verdict = assess_risk(config, request);
-    verdict.request = serde_json::to_value(request).ok();
+fn assess(config: &str, request: Box<ToolCallReview>) -> Verdict {
+    let mut verdict = assess_risk(config, &request);
+    verdict.request = Some(ReviewedCall(request));
     verdict
 }
 
-fn strict_review(
-    config: &str,
-    input: &Input<'_>,
-    meta: &Map<String, Value>,
-    marker: &Value,
-) -> Verdict {
+fn strict_review(config: &str, input: &Input<'_>, meta: &Meta<'_>, marker: &Value) -> Verdict {
     if *marker != Value::Bool(true) {
         return strict_decline(format!(
             "{STRICT_KEY} must be exactly JSON true, got {marker}"
@@ -119,7 +122,7 @@ fn strict_review(
             "strict review asked for, but the approvals reviewer is not auto-review".to_owned(),
         );
     }
-    if meta.contains_key(PERSIST_KEY) {
+    if meta.persist {
         return strict_decline(
             "strict review does not handle requests to remember the approval".to_owned(),
         );
@@ -129,7 +132,7 @@ fn strict_review(
         Step::Request(request) => request,
     };
     match bind_identity(request, input.catalog) {
-        Ok(request) => assess(config, &request),
+        Ok(request) => assess(config, request),
         Err(why) => strict_decline(why.to_owned()),
     }
 }
@@ -141,19 +144,89 @@ fn routes_to_automated_review(policy: Policy, reviewer: Reviewer) -> bool {
         && reviewer == Reviewer::AutoReview
 }
 
-/// A tool call put to review: what Codex hands its reviewer model. The rules
-/// read a part of it; all of it is returned in [`Verdict::request`] for the log.
-#[derive(Debug, Serialize)]
+/// The tool call a verdict was reached on ([`Verdict::request`]), for the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewedCall(Box<ToolCallReview>);
+
+impl ReviewedCall {
+    /// The call as JSON: what Codex hands its reviewer model. Built only when
+    /// asked for (only a debug log wants it): a review does not build the
+    /// arguments' JSON tree or serialise the call.
+    pub fn to_json(&self) -> Option<Value> {
+        let call = &*self.0;
+        let arguments = match &call.arguments {
+            Arguments::None => Value::Object(Map::new()),
+            Arguments::InMeta(meta) => parse_object(meta)
+                .ok()?
+                .remove(TOOL_PARAMS_KEY)
+                .unwrap_or_default(),
+        };
+        let id = match &call.request_id {
+            OwnedRequestId::Text(text) => format!("mcp_elicitation:{}:{text}", call.server),
+            OwnedRequestId::Number(number) => {
+                format!("mcp_elicitation:{}:{number}", call.server)
+            }
+        };
+        serde_json::to_value(ToolCallJson {
+            id,
+            server: &call.server,
+            tool_name: &call.tool_name,
+            arguments,
+            connector_id: &call.connector_id,
+            connector_name: &call.connector_name,
+            connector_description: &call.connector_description,
+            tool_title: &call.tool_title,
+            tool_description: &call.tool_description,
+            annotations: call.annotations,
+        })
+        .ok()
+    }
+}
+
+/// A tool call put to review. The rules read a part of it; all of it is
+/// returned in [`Verdict::request`] for the log.
+#[derive(Debug, Clone, PartialEq)]
 struct ToolCallReview {
-    id: String,
+    request_id: OwnedRequestId,
     server: String,
     tool_name: String,
-    arguments: Value,
+    arguments: Arguments,
     connector_id: Option<String>,
     connector_name: Option<String>,
     connector_description: Option<String>,
     tool_title: Option<String>,
     tool_description: Option<String>,
+    annotations: Annotations,
+}
+
+/// The server's request id, owned.
+#[derive(Debug, Clone, PartialEq)]
+enum OwnedRequestId {
+    Text(String),
+    Number(i64),
+}
+
+/// Where the tool call's arguments are.
+#[derive(Debug, Clone, PartialEq)]
+enum Arguments {
+    /// None were given: `{}`.
+    None,
+    /// The `tool_params` object of this `_meta` text.
+    InMeta(Box<str>),
+}
+
+/// A tool call as Codex hands it to its reviewer model.
+#[derive(Serialize)]
+struct ToolCallJson<'a> {
+    id: String,
+    server: &'a str,
+    tool_name: &'a str,
+    arguments: Value,
+    connector_id: &'a Option<String>,
+    connector_name: &'a Option<String>,
+    connector_description: &'a Option<String>,
+    tool_title: &'a Option<String>,
+    tool_description: &'a Option<String>,
     #[serde(skip_serializing_if = "Annotations::is_empty")]
     annotations: Annotations,
 }
@@ -164,7 +237,7 @@ enum Step {
     Request(Box<ToolCallReview>),
 }
 
-fn review_request(input: &Input<'_>, meta: Option<&Map<String, Value>>) -> Step {
+fn review_request(input: &Input<'_>, meta: Option<&Meta<'_>>) -> Step {
     let requested_schema = match input.mode {
         Mode::Url => {
             return if meta.is_some_and(asks_for_review) {
@@ -181,30 +254,33 @@ fn review_request(input: &Input<'_>, meta: Option<&Map<String, Value>>) -> Step 
     if !asks_for_review(meta) {
         return Step::NotRequested("not an approval request");
     }
-    if text(meta, APPROVAL_KIND_KEY) != Some(APPROVAL_KIND_TOOL_CALL) {
+    if meta.approval_kind.as_deref() != Some(APPROVAL_KIND_TOOL_CALL) {
         return Step::Decline("metadata must declare mcp_tool_call approval kind");
     }
     if !form_without_properties(Mode::Form { requested_schema }) {
         return Step::Decline("guardian review only supports empty form schemas");
     }
-    let Some(tool_name) = trimmed(meta, TOOL_NAME_KEY) else {
+    let Some(tool_name) = non_blank(meta.tool_name.as_deref()) else {
         return Step::Decline("metadata must include a non-empty tool_name");
     };
-    let arguments = match meta.get(TOOL_PARAMS_KEY) {
-        Some(value @ Value::Object(_)) => value.clone(),
-        Some(_) => return Step::Decline("tool_params must be an object"),
-        None => Value::Object(Map::new()),
+    let arguments = match (meta.tool_params, input.meta) {
+        (Some(Shape::Object), Some(text)) => Arguments::InMeta(text.into()),
+        (Some(_), _) => return Step::Decline("tool_params must be an object"),
+        (None, _) => Arguments::None,
     };
     Step::Request(Box::new(ToolCallReview {
-        id: format!("mcp_elicitation:{}:{}", input.server_name, input.request_id),
+        request_id: match input.request_id {
+            RequestId::Text(text) => OwnedRequestId::Text(text.to_owned()),
+            RequestId::Number(number) => OwnedRequestId::Number(number),
+        },
         server: input.server_name.to_owned(),
         tool_name,
         arguments,
-        connector_id: trimmed(meta, CONNECTOR_ID_KEY),
-        connector_name: trimmed(meta, CONNECTOR_NAME_KEY),
-        connector_description: trimmed(meta, CONNECTOR_DESCRIPTION_KEY),
-        tool_title: trimmed(meta, TOOL_TITLE_KEY),
-        tool_description: trimmed(meta, TOOL_DESCRIPTION_KEY),
+        connector_id: non_blank(meta.connector_id.as_deref()),
+        connector_name: non_blank(meta.connector_name.as_deref()),
+        connector_description: non_blank(meta.connector_description.as_deref()),
+        tool_title: non_blank(meta.tool_title.as_deref()),
+        tool_description: non_blank(meta.tool_description.as_deref()),
         annotations: Annotations::default(),
     }))
 }
@@ -224,16 +300,16 @@ fn bind_identity(
     if tool.name != request.tool_name {
         return Err(MISMATCH);
     }
-    let tool_meta = match tool.meta.map(parse_object).transpose() {
+    let tool_meta = match tool.meta.map(Meta::parse).transpose() {
         Ok(meta) => meta.unwrap_or_default(),
         Err(_) => return Err(MISMATCH),
     };
-    let catalog_connector = trimmed(&tool_meta, CONNECTOR_ID_KEY);
+    let catalog_connector = non_blank(tool_meta.connector_id.as_deref());
     if catalog_connector != request.connector_id {
         return Err(MISMATCH);
     }
-    request.connector_name = trimmed(&tool_meta, CONNECTOR_NAME_KEY);
-    request.connector_description = trimmed(&tool_meta, CONNECTOR_DESCRIPTION_KEY);
+    request.connector_name = non_blank(tool_meta.connector_name.as_deref());
+    request.connector_description = non_blank(tool_meta.connector_description.as_deref());
     request.tool_title = non_blank(tool.title);
     request.tool_description = non_blank(tool.description);
     request.annotations = tool.annotations;
@@ -249,17 +325,17 @@ fn assess_risk(config: &str, request: &ToolCallReview) -> Verdict {
     let (server, tool) = (request.server.as_str(), request.tool_name.as_str());
     let subject = describe(request);
     if let Some(rule) = config.deny.iter().find(|rule| rule.matches(server, tool)) {
-        let why = rule
-            .reason
-            .clone()
-            .unwrap_or_else(|| format!("{subject} matches a deny rule"));
+        let why = match &rule.reason {
+            Some(reason) => reason.to_string(),
+            None => format!("{subject} matches a deny rule"),
+        };
         return deny(&config, why, Risk::High);
     }
     if let Some(rule) = config.allow.iter().find(|rule| rule.matches(server, tool)) {
-        let why = rule
-            .reason
-            .clone()
-            .unwrap_or_else(|| format!("{subject} matches an allow rule"));
+        let why = match &rule.reason {
+            Some(reason) => reason.to_string(),
+            None => format!("{subject} matches an allow rule"),
+        };
         return allow(why, Risk::Low);
     }
     if request.annotations.destructive == Some(true) {
@@ -282,19 +358,29 @@ fn assess_risk(config: &str, request: &ToolCallReview) -> Verdict {
 }
 
 fn describe(request: &ToolCallReview) -> String {
-    let mut subject = format!(
-        "tool `{}` on server `{}`",
-        request.tool_name, request.server
-    );
+    let mut subject = String::with_capacity(64);
+    for part in [
+        "tool `",
+        &request.tool_name,
+        "` on server `",
+        &request.server,
+        "`",
+    ] {
+        subject.push_str(part);
+    }
     if let Some(connector) = request
         .connector_name
         .as_ref()
         .or(request.connector_id.as_ref())
     {
-        subject.push_str(&format!(" (connector `{connector}`)"));
+        for part in [" (connector `", connector, "`)"] {
+            subject.push_str(part);
+        }
     }
     if let Some(title) = &request.tool_title {
-        subject.push_str(&format!(" [{title}]"));
+        for part in [" [", title, "]"] {
+            subject.push_str(part);
+        }
     }
     subject
 }
@@ -308,7 +394,7 @@ fn allow(rationale: String, risk: Risk) -> Verdict {
     }
 }
 
-fn deny(config: &Config, rationale: String, risk: Risk) -> Verdict {
+fn deny(config: &Config<'_>, rationale: String, risk: Risk) -> Verdict {
     let message = format!(
         "This action was rejected due to unacceptable risk.\nReason: {rationale}\n{}",
         config.denial_instructions()
@@ -349,8 +435,8 @@ fn strict_decline(why: String) -> Verdict {
     }
 }
 
-fn asks_for_review(meta: &Map<String, Value>) -> bool {
-    text(meta, REQUEST_TYPE_KEY) == Some(REQUEST_TYPE_APPROVAL)
+fn asks_for_review(meta: &Meta<'_>) -> bool {
+    meta.request_type.as_deref() == Some(REQUEST_TYPE_APPROVAL)
 }
 
 /// Whether the mode is a form whose schema has no properties.
@@ -358,26 +444,11 @@ fn form_without_properties(mode: Mode<'_>) -> bool {
     let Mode::Form { requested_schema } = mode else {
         return false;
     };
-    match serde_json::from_str::<Value>(requested_schema) {
-        Ok(schema) => match schema.get("properties") {
-            None | Some(Value::Null) => true,
-            Some(Value::Object(properties)) => properties.is_empty(),
-            Some(_) => false,
-        },
-        Err(_) => false,
-    }
+    crate::meta::has_no_properties(requested_schema)
 }
 
 fn parse_object(text: &str) -> Result<Map<String, Value>, serde_json::Error> {
     serde_json::from_str(text)
-}
-
-fn text<'m>(meta: &'m Map<String, Value>, key: &str) -> Option<&'m str> {
-    meta.get(key).and_then(Value::as_str)
-}
-
-fn trimmed(meta: &Map<String, Value>, key: &str) -> Option<String> {
-    non_blank(text(meta, key))
 }
 
 fn non_blank(value: Option<&str>) -> Option<String> {

@@ -48,7 +48,7 @@ impl Limits {
     /// A builder starting from the defaults: 50 ms deadline, 16 MiB memory,
     /// 10,000 table elements, 64 KiB output, 512 KiB wasm stack, 64 log
     /// entries and 16 KiB of log text per review, 4 KiB of captured stderr, 64
-    /// reviews in flight, 1 ms deadline resolution.
+    /// reviews in flight, 1 ms between interruptions of an overdue review.
     pub fn builder() -> LimitsBuilder {
         LimitsBuilder(Limits::default())
     }
@@ -89,19 +89,11 @@ impl Limits {
     pub fn concurrent_reviews(&self) -> u32 {
         self.concurrent_reviews
     }
-    /// The resolution of the deadline.
+    /// How long after interrupting a review past its deadline the deadline
+    /// thread interrupts again if it is still running (inside a host call,
+    /// say). A review is interrupted when its deadline passes, not on a tick.
     pub fn epoch_tick(&self) -> Duration {
         self.epoch_tick
-    }
-
-    /// The number of epoch ticks that cover the deadline, plus one so that a
-    /// review never gets less than its deadline.
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        let tick = self.epoch_tick.as_nanos().max(1);
-        let ticks = self.deadline.as_nanos().div_ceil(tick);
-        u64::try_from(ticks)
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1)
     }
 }
 
@@ -155,7 +147,8 @@ impl LimitsBuilder {
         self.0.concurrent_reviews = reviews.max(1);
         self
     }
-    /// The resolution of the deadline (at least 100 µs).
+    /// The interval between interruptions of an overdue review (at least
+    /// 100 µs).
     pub fn epoch_tick(mut self, tick: Duration) -> Self {
         self.0.epoch_tick = tick.max(Duration::from_micros(100));
         self

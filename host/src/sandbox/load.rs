@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
-use super::module::ReviewerModule;
+use super::module::{Prepared, ReviewerModule};
 use super::{MEMORIES_PER_COMPONENT, Shared, TABLES_PER_COMPONENT, WasiPolicy};
 use crate::contract::{self, LOGGING_INTERFACE, REVIEW_INTERFACE, split_versioned};
 
@@ -161,6 +161,7 @@ pub(crate) fn load(
     }
     .map_err(world_mismatch)?;
     let pre = contract::ReviewerPre::new(pre).map_err(world_mismatch)?;
+    let prepared = Prepared::new(pre).map_err(world_mismatch)?;
     Ok(ReviewerModule::new(
         shared,
         name.to_owned(),
@@ -168,7 +169,7 @@ pub(crate) fn load(
         digest,
         bytes.len(),
         component,
-        pre,
+        prepared,
     ))
 }
 

@@ -1,6 +1,7 @@
-//! The sandbox: one wasmtime engine with a pooling allocator and an epoch
-//! ticker, a linker that offers guests only the `logging` import and a closed
-//! WASI, and [`ReviewerModule`]s that review in a fresh instance each time.
+//! The sandbox: one wasmtime engine with a pooling allocator and a deadline
+//! thread that advances its epoch, a linker that offers guests only the
+//! `logging` import and a closed WASI, and [`ReviewerModule`]s that review in
+//! a fresh instance each time.
 //!
 //! ```no_run
 //! use gatehouse::sandbox::{Limits, Sandbox};
@@ -20,7 +21,7 @@ pub(crate) mod wasi;
 use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use limits::{Limits, LimitsBuilder};
 pub use load::LoadError;
@@ -31,13 +32,26 @@ pub use wasi::WasiPolicy;
 
 use crate::contract;
 use state::ReviewState;
-use ticker::EpochTicker;
+use ticker::{EpochTicker, InFlight};
 
 /// Per-component pool maxima: what a Rust `wasm32-wasip2` component needs,
 /// with room to spare. A module that needs more is refused at load time.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
 const MEMORIES_PER_COMPONENT: u32 = 2;
 const TABLES_PER_COMPONENT: u32 = 8;
+
+/// Where the kernel reports which pages an instance wrote (`PAGEMAP_SCAN`,
+/// Linux 6.7+), up to this many bytes of a linear memory's written pages are
+/// put back in place when its instance is freed (copied from the module's
+/// image, or zeroed) and stay mapped; written pages beyond it are decommitted
+/// as usual. Either way the next instance starts from the module's initial
+/// memory. Without the scan, memories are decommitted whole, as by default.
+/// This is also the most a freed pool slot keeps resident.
+const MEMORY_KEEP_RESIDENT: usize = 1 << 20;
+
+/// Up to this many bytes of a table are zeroed in place when its instance is
+/// freed, rather than decommitted and faulted back in by the next instance.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
 /// Why the sandbox could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +62,7 @@ pub enum SandboxError {
     /// The host imports could not be linked.
     #[error("cannot link the host imports: {0}")]
     Link(String),
-    /// The epoch ticker thread could not be started.
+    /// The deadline thread could not be started.
     #[error("cannot start the deadline ticker thread: {0}")]
     Ticker(std::io::Error),
 }
@@ -59,6 +73,7 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) wasi: WasiPolicy,
     pub(crate) compile_cache: Option<std::path::PathBuf>,
+    pub(crate) in_flight: Arc<InFlight>,
     _ticker: EpochTicker,
 }
 
@@ -116,6 +131,15 @@ impl Sandbox {
             .max_tables_per_component(TABLES_PER_COMPONENT)
             .max_memory_size(limits.memory_bytes())
             .table_elements(limits.table_elements());
+        // Freeing an instance resets its memory and tables for the next one.
+        // Resetting the pages a review wrote in place, rather than with
+        // madvise, saves the syscall, the TLB shootdown it costs a threaded
+        // process, and the page faults of the next instance.
+        if PoolingAllocationConfig::is_pagemap_scan_available() {
+            pool.pagemap_scan(Enabled::Yes)
+                .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT.min(limits.memory_bytes()));
+        }
+        pool.table_keep_resident(TABLE_KEEP_RESIDENT);
         let mut config = Config::new();
         config
             .wasm_component_model(true)
@@ -130,8 +154,14 @@ impl Sandbox {
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
         contract::Reviewer::add_to_linker::<_, HasSelf<ReviewState>>(&mut linker, |state| state)
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
-        let ticker = EpochTicker::start(engine.clone(), limits.epoch_tick())
-            .map_err(SandboxError::Ticker)?;
+        let in_flight = Arc::new(InFlight::default());
+        let ticker = EpochTicker::start(
+            engine.clone(),
+            in_flight.clone(),
+            limits.deadline(),
+            limits.epoch_tick(),
+        )
+        .map_err(SandboxError::Ticker)?;
         Ok(Sandbox {
             shared: Arc::new(Shared {
                 engine,
@@ -139,6 +169,7 @@ impl Sandbox {
                 limits,
                 wasi,
                 compile_cache,
+                in_flight,
                 _ticker: ticker,
             }),
         })

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use wasmtime::component::Component;
-use wasmtime::{Store, Trap};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, ComponentExportIndex, Instance, TypedFunc};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::Shared;
 use super::state::{LimitHit, ReviewLogs, ReviewState};
 use super::wasi::DeniedCall;
-use crate::contract;
+use crate::contract::{self, REVIEW_INTERFACE, types as wit};
 use crate::failure::ReviewFailure;
 use crate::outcome::Outcome;
 use crate::request::ReviewRequest;
@@ -36,6 +37,55 @@ pub struct ModuleInfo {
     pub claims: Vec<String>,
 }
 
+/// `review: func(config: json, request: review-request) -> outcome`.
+type ReviewFunc<'a> = TypedFunc<(&'a str, &'a wit::ReviewRequest), (wit::Outcome,)>;
+
+/// `describe: func() -> module-info`.
+type DescribeFunc = TypedFunc<(), (wit::ModuleInfo,)>;
+
+/// A module ready to instantiate: its pre-instantiation, and the functions of
+/// its `review` export, found and type-checked once here so that a review's
+/// fresh instance does not check them again.
+#[derive(Clone)]
+pub(crate) struct Prepared {
+    pre: contract::ReviewerPre<ReviewState>,
+    describe: ComponentExportIndex,
+    review: ComponentExportIndex,
+}
+
+impl Prepared {
+    /// Finds the functions in `pre`'s component and checks their types
+    /// against the contract: the check the bindings' generated code makes at
+    /// every instantiation, with the same (doc-hidden) wasmtime calls it uses.
+    pub(crate) fn new(pre: contract::ReviewerPre<ReviewState>) -> wasmtime::Result<Self> {
+        let instance_pre = pre.instance_pre();
+        let component = instance_pre.component();
+        let name = format!("{REVIEW_INTERFACE}@{}", contract::VERSION);
+        let (_, interface) = component
+            .get_export(None, &name)
+            .ok_or_else(|| wasmtime::format_err!("no exported instance named `{name}`"))?;
+        let types = instance_pre.instance_type();
+        let func = |export: &str| {
+            let (item, index) = component
+                .get_export(Some(&interface), export)
+                .ok_or_else(|| wasmtime::format_err!("`{name}` does not export `{export}`"))?;
+            match item {
+                ComponentItem::ComponentFunc(func) => Ok((func, index)),
+                _ => Err(wasmtime::format_err!("`{name}#{export}` is not a function")),
+            }
+        };
+        let (describe_type, describe) = func("describe")?;
+        describe_type.typecheck::<(), (wit::ModuleInfo,)>(&types)?;
+        let (review_type, review) = func("review")?;
+        review_type.typecheck::<(&str, &wit::ReviewRequest), (wit::Outcome,)>(&types)?;
+        Ok(Prepared {
+            pre,
+            describe,
+            review,
+        })
+    }
+}
+
 /// A validated, pre-instantiated reviewer module. Cheap to share behind an
 /// `Arc`; every review gets a fresh instance, so no state survives a review.
 pub struct ReviewerModule {
@@ -45,7 +95,7 @@ pub struct ReviewerModule {
     digest: String,
     size: usize,
     component: Component,
-    pre: contract::ReviewerPre<ReviewState>,
+    prepared: Prepared,
 }
 
 impl std::fmt::Debug for ReviewerModule {
@@ -110,7 +160,7 @@ impl ReviewerModule {
         digest: String,
         size: usize,
         component: Component,
-        pre: contract::ReviewerPre<ReviewState>,
+        prepared: Prepared,
     ) -> Self {
         ReviewerModule {
             shared,
@@ -119,7 +169,7 @@ impl ReviewerModule {
             digest,
             size,
             component,
-            pre,
+            prepared,
         }
     }
 
@@ -157,7 +207,7 @@ impl ReviewerModule {
             digest: self.digest.clone(),
             size: self.size,
             component: self.component.clone(),
-            pre: self.pre.clone(),
+            prepared: self.prepared.clone(),
         }
     }
 
@@ -167,12 +217,9 @@ impl ReviewerModule {
     pub fn review(&self, config: &str, request: &ReviewRequest) -> ModuleReport {
         let started = Instant::now();
         let mut store = self.store();
-        let config = config.to_owned();
         let result = self
-            .pre
             .instantiate(&mut store)
-            .map_err(|error| self.classify(&store, error, true))
-            .and_then(|reviewer| self.review_in(&reviewer, &mut store, &config, request));
+            .and_then(|instance| self.review_in(instance, &mut store, config, request));
         let elapsed = started.elapsed();
         let logs = store.into_data().into_logs();
         if let Err(failure) = &result {
@@ -203,15 +250,15 @@ impl ReviewerModule {
         requests: &[&ReviewRequest],
     ) -> Vec<Result<Outcome, ReviewFailure>> {
         let mut store = self.store();
-        let reviewer = match self.pre.instantiate(&mut store) {
-            Ok(reviewer) => reviewer,
-            Err(error) => return vec![Err(self.classify(&store, error, true))],
+        let instance = match self.instantiate(&mut store) {
+            Ok(instance) => instance,
+            Err(failure) => return vec![Err(failure)],
         };
-        let config = config.to_owned();
         let mut results = Vec::with_capacity(requests.len());
         for request in requests {
-            store.set_epoch_deadline(self.shared.limits.deadline_ticks());
-            let result = self.review_in(&reviewer, &mut store, &config, request);
+            store.data_mut().deadline.restart();
+            store.set_epoch_deadline(1);
+            let result = self.review_in(instance, &mut store, config, request);
             let failed = result.is_err();
             results.push(result);
             if failed {
@@ -221,17 +268,32 @@ impl ReviewerModule {
         results
     }
 
+    /// A fresh instance of the module in `store`.
+    fn instantiate(&self, store: &mut Store<ReviewState>) -> Result<Instance, ReviewFailure> {
+        self.prepared
+            .pre
+            .instance_pre()
+            .instantiate(&mut *store)
+            .map_err(|error| self.classify(store, error, true))
+    }
+
     /// One `review` call on an instance, its outcome checked.
     fn review_in(
         &self,
-        reviewer: &contract::Reviewer,
+        instance: Instance,
         store: &mut Store<ReviewState>,
-        config: &String,
+        config: &str,
         request: &ReviewRequest,
     ) -> Result<Outcome, ReviewFailure> {
-        let outcome = reviewer
-            .gatehouse_reviewer_review()
-            .call_review(&mut *store, config, request.wire())
+        let (outcome,) = instance
+            .get_func(&mut *store, self.prepared.review)
+            .ok_or_else(|| wasmtime::format_err!("the instance lacks its `review` export"))
+            .and_then(|func| {
+                // SAFETY: `Prepared::new` checked the function's type
+                // against this signature when the module was loaded.
+                let review: ReviewFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+                review.call(&mut *store, (config, request.wire()))
+            })
             .map_err(|error| self.classify(store, error, false))?;
         Outcome::from_guest(
             outcome,
@@ -244,9 +306,17 @@ impl ReviewerModule {
     /// limits as a review.
     pub fn describe(&self) -> Result<ModuleInfo, ReviewFailure> {
         let mut store = self.store();
-        let info = self.call(&mut store, |reviewer, store| {
-            reviewer.gatehouse_reviewer_review().call_describe(store)
-        })?;
+        let instance = self.instantiate(&mut store)?;
+        let (info,) = instance
+            .get_func(&mut store, self.prepared.describe)
+            .ok_or_else(|| wasmtime::format_err!("the instance lacks its `describe` export"))
+            .and_then(|func| {
+                // SAFETY: `Prepared::new` checked the function's type
+                // against this signature when the module was loaded.
+                let describe: DescribeFunc = unsafe { TypedFunc::new_unchecked(func) };
+                describe.call(&mut store, ())
+            })
+            .map_err(|error| self.classify(&store, error, false))?;
         let size = info.name.len()
             + info.version.len()
             + info.claims.iter().map(String::len).sum::<usize>();
@@ -263,28 +333,26 @@ impl ReviewerModule {
 
     fn store(&self) -> Store<ReviewState> {
         let limits = &self.shared.limits;
+        let deadline = self.shared.in_flight.enter(limits.deadline());
         let mut store = Store::new(
             &self.shared.engine,
-            ReviewState::new(self.name.clone(), limits),
+            ReviewState::new(self.name.clone(), limits, deadline),
         );
         store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(limits.deadline_ticks());
-        store.epoch_deadline_trap();
+        // The deadline thread starts a new epoch when a review in flight
+        // reaches its deadline; at each, this review stops if its own deadline
+        // has passed and otherwise runs on to the next.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|store| {
+            Ok(if store.data().deadline.passed() {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Continue(1)
+            })
+        });
         // Bounds every transfer from guest to host (a log call, the outcome).
         store.set_hostcall_fuel(limits.output_bytes().max(limits.log_bytes()) + HOSTCALL_SLACK);
         store
-    }
-
-    fn call<T>(
-        &self,
-        store: &mut Store<ReviewState>,
-        call: impl FnOnce(&contract::Reviewer, &mut Store<ReviewState>) -> wasmtime::Result<T>,
-    ) -> Result<T, ReviewFailure> {
-        let reviewer = self
-            .pre
-            .instantiate(&mut *store)
-            .map_err(|error| self.classify(store, error, true))?;
-        call(&reviewer, store).map_err(|error| self.classify(store, error, false))
     }
 
     fn classify(

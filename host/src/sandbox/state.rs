@@ -10,6 +10,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::ticker::Deadline;
 use crate::contract::logging::{self, Level};
 use crate::sandbox::Limits;
 
@@ -79,10 +80,15 @@ impl ResourceLimiter for Limiter {
 
 /// The data of one review's `Store`.
 pub(crate) struct ReviewState {
-    wasi: WasiCtx,
+    /// Built on the guest's first WASI call: most reviews make none, and a
+    /// context (random state, stdio pipes) costs more than the rest of the
+    /// store. Built or not, it is the same closed context.
+    wasi: Option<Box<ClosedWasi>>,
     table: ResourceTable,
-    stderr: MemoryOutputPipe,
+    stderr_bytes: usize,
     pub(crate) limiter: Limiter,
+    /// The review's deadline, registered in flight while the store lives.
+    pub(crate) deadline: Deadline,
     module: Arc<str>,
     logs: ReviewLogs,
     log_bytes: usize,
@@ -90,26 +96,41 @@ pub(crate) struct ReviewState {
     max_log_bytes: usize,
 }
 
-impl ReviewState {
-    /// A closed context: no files, no environment, no arguments, no network;
-    /// stdin empty, stdout discarded, stderr captured up to its cap.
-    pub(crate) fn new(module: Arc<str>, limits: &Limits) -> Self {
-        let stderr = MemoryOutputPipe::new(limits.stderr_bytes());
-        let wasi = WasiCtx::builder()
+/// A closed WASI context and its captured stderr.
+struct ClosedWasi {
+    ctx: WasiCtx,
+    stderr: MemoryOutputPipe,
+}
+
+impl ClosedWasi {
+    /// No files, no environment, no arguments, no network; stdin empty,
+    /// stdout discarded, stderr captured up to `stderr_bytes`.
+    fn new(stderr_bytes: usize) -> Self {
+        let stderr = MemoryOutputPipe::new(stderr_bytes);
+        let ctx = WasiCtx::builder()
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        ClosedWasi { ctx, stderr }
+    }
+}
+
+impl ReviewState {
+    /// A closed context: no files, no environment, no arguments, no network;
+    /// stdin empty, stdout discarded, stderr captured up to its cap.
+    pub(crate) fn new(module: Arc<str>, limits: &Limits, deadline: Deadline) -> Self {
         ReviewState {
-            wasi,
+            wasi: None,
             table: ResourceTable::new(),
-            stderr,
+            stderr_bytes: limits.stderr_bytes(),
             limiter: Limiter {
                 memory_bytes: limits.memory_bytes(),
                 table_elements: limits.table_elements(),
                 hit: None,
             },
+            deadline,
             module,
             logs: ReviewLogs::default(),
             log_bytes: 0,
@@ -121,15 +142,21 @@ impl ReviewState {
     /// The logs, with stderr attached.
     pub(crate) fn into_logs(self) -> ReviewLogs {
         let mut logs = self.logs;
-        logs.stderr = String::from_utf8_lossy(&self.stderr.contents()).into_owned();
+        if let Some(wasi) = self.wasi {
+            logs.stderr = String::from_utf8_lossy(&wasi.stderr.contents()).into_owned();
+        }
         logs
     }
 }
 
 impl WasiView for ReviewState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let stderr_bytes = self.stderr_bytes;
+        let wasi = self
+            .wasi
+            .get_or_insert_with(|| Box::new(ClosedWasi::new(stderr_bytes)));
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: &mut wasi.ctx,
             table: &mut self.table,
         }
     }
