@@ -1,5 +1,5 @@
 //! Test guest `import-flood`: passes oversized data to the host's `logging`
-//! import: one 10 MiB message, or (config `"fields"`) 200,000 small fields.
+//! import: one 10 MiB message, or (config `"fields"`) 20,000 small fields.
 //! The host must stop it (hostcall fuel) without copying it all, and fail
 //! the review closed.
 #![cfg(target_arch = "wasm32")]
@@ -25,7 +25,7 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
 
     fn review(config: String, _request: ReviewRequest) -> Outcome {
         if config.contains("fields") {
-            let fields: Vec<(String, String)> = (0..200_000)
+            let fields: Vec<(String, String)> = (0..20_000)
                 .map(|index| (format!("k{index}"), "v".to_owned()))
                 .collect();
             logging::log(Level::Info, "many fields", &fields);
