@@ -16,7 +16,6 @@ use gatehouse::elicitation::{ElicitationParams, RequestId};
 use gatehouse::request::ReviewRequest;
 use gatehouse::sandbox::{Limits, Sandbox};
 use gatehouse_guardian::input::{Catalog, Input, Mode, Policy, RequestId as GuestId, Reviewer};
-use serde_json::json;
 
 const CONFIG: &str = r#"{"allow":[{"server":"docs","tool":"read_*"}],"deny":[{"tool":"drop_*"}]}"#;
 
@@ -31,30 +30,9 @@ fn guardian_path() -> PathBuf {
 /// Worker threads in the concurrent benchmark.
 const WORKERS: u64 = 2;
 
-/// A 1 KB approval elicitation.
-fn wire_params() -> serde_json::Value {
-    json!({
-        "message": "Allow the agent to run read_file on the docs server? It reads a file from the documentation checkout and returns its text.",
-        "requestedSchema": {"type": "object", "properties": {}},
-        "_meta": {
-            "codex_request_type": "approval_request",
-            "codex_approval_kind": "mcp_tool_call",
-            "tool_name": "read_file",
-            "tool_title": "Read file",
-            "tool_description": "Reads a UTF-8 file below the documentation root and returns its contents.",
-            "connector_name": "Docs",
-            "tool_params": {
-                "path": "guides/getting-started/installation.md",
-                "encoding": "utf-8",
-                "max_bytes": 65536,
-                "context": "The user asked how to install the project on a fresh machine; the agent wants to quote the installation guide verbatim, including the prerequisites section and the troubleshooting notes at the end of the page. ".repeat(2)
-            }
-        }
-    })
-}
-
 fn bench(c: &mut Criterion) {
-    let params = wire_params();
+    // The same 1 KB approval elicitation `gatehouse bench` uses.
+    let params = gatehouse::bench::sample_elicitation();
     let size = params.to_string().len();
     let request = ReviewRequest::new(
         ElicitationParams::from_wire(&params).expect("valid params"),
