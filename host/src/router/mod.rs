@@ -529,17 +529,12 @@ impl Router {
         let Some(asking) = self.person.ask(elicitation) else {
             return unhandled(format!("{why}; nobody to ask"), steps);
         };
-        let entry = match elicitation.delivery {
-            Delivery::Request => self.pending.register(
-                &elicitation.server,
-                &request.context().request_id.to_string(),
-            ),
-            // Input-request keys repeat across calls: never a duplicate.
-            Delivery::InputRequest => self.pending.register_unique(
-                &elicitation.server,
-                &request.context().request_id.to_string(),
-            ),
-        };
+        // Duplicate ids are settled on arrival (`route`); here every waiting
+        // elicitation just needs its own entry, for shutdown and disconnects.
+        let entry = self.pending.register_unique(
+            &elicitation.server,
+            &request.context().request_id.to_string(),
+        );
         let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
             answer: Ok(ElicitAnswer::cancel()),
             by: DecidedBy::Person,
