@@ -4,10 +4,8 @@
 //! router and the sandboxed guardian. The hostile server misbehaves and
 //! reports every answer it got; then each request has had a clear answer (and
 //! never two), each elicitation one audit line, memory stayed bounded, nothing
-//! is left in flight, and the demo server still answers.
-//!
-//! The tests marked `#[ignore = "host bug: ..."]` assert what gatehouse should
-//! do and does not yet; run them with `-- --ignored` to see them fail.
+//! is left in flight, and the demo server still answers. One test puts a raw
+//! streamable HTTP server (`gatehouse_tests::raw_http`) in its place.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +19,7 @@ use gatehouse::mcp::connection::IncomingElicitation;
 use gatehouse::mcp::result_text as text;
 use gatehouse::mcp::runtime::{McpRuntime, RuntimeError};
 use gatehouse::router::{ElicitationSettings, NoPerson, Person, Router};
+use gatehouse_tests::raw_http::RawHttpServer;
 use gatehouse_tests::{demo_server, hostile_server, load, sandbox};
 use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::{Value, json};
@@ -44,10 +43,18 @@ struct Setup {
     audit: Arc<AuditLog>,
 }
 
+/// How the hostile server is reached.
+enum Hostile {
+    /// `hostile-server` with these arguments from the mode on.
+    Stdio(Vec<String>),
+    /// A [`RawHttpServer`] at this URL.
+    Http(String),
+}
+
 /// How the hostile server is started and who the person is.
 struct Scenario {
-    /// `hostile-server` arguments from the mode on.
-    mode: Vec<String>,
+    /// Where the hostile server is.
+    hostile: Hostile,
     person: Arc<dyn Person>,
     startup_timeout_sec: f64,
 }
@@ -55,9 +62,16 @@ struct Scenario {
 impl Scenario {
     fn new(mode: &[&str]) -> Scenario {
         Scenario {
-            mode: mode.iter().map(|arg| (*arg).to_owned()).collect(),
+            hostile: Hostile::Stdio(mode.iter().map(|arg| (*arg).to_owned()).collect()),
             person: Arc::new(NoPerson),
             startup_timeout_sec: 20.0,
+        }
+    }
+
+    fn http(url: &str) -> Scenario {
+        Scenario {
+            hostile: Hostile::Http(url.to_owned()),
+            ..Scenario::new(&[])
         }
     }
 
@@ -86,14 +100,25 @@ impl Scenario {
             self.person,
             64,
         ));
-        let mut args = vec!["--mode".to_owned()];
-        args.extend(self.mode);
+        let hostile = match self.hostile {
+            Hostile::Stdio(mode) => {
+                let mut args = vec!["--mode".to_owned()];
+                args.extend(mode);
+                RawServer {
+                    command: Some(hostile_server().display().to_string()),
+                    args,
+                    ..RawServer::default()
+                }
+            }
+            Hostile::Http(url) => RawServer {
+                url: Some(url),
+                ..RawServer::default()
+            },
+        };
         let hostile = RawServer {
-            command: Some(hostile_server().display().to_string()),
-            args,
             startup_timeout_sec: Some(self.startup_timeout_sec),
             tool_timeout_sec: Some(120.0),
-            ..RawServer::default()
+            ..hostile
         }
         .check(HOSTILE)
         .expect("valid");
@@ -286,18 +311,18 @@ async fn malformed_params_are_refused_with_invalid_params_naming_the_field() {
             &["`requestedSchema` must be a JSON object"],
         );
     }
-    // m-1, m-2 and m-8 (params a string, an array; `_meta` a string) never
-    // reach gatehouse: see the ignored test below.
+    // m-1, m-2 and m-8 (params a string, an array; `_meta` a string) are
+    // the next test's.
     assert_never_twice_never_accepted(&setup, &report);
     setup.demo_still_works().await;
 }
 
-/// rmcp's stdio transport cannot type an `elicitation/create` whose params
-/// are not an object (or whose `_meta` is not one) and answers it with an
-/// id-less -32600 `Invalid request` itself: gatehouse never sees it, so it
-/// is neither refused with its id nor audited.
+/// rmcp cannot type an `elicitation/create` whose params are not an object
+/// (or whose `_meta` is not one); left alone it answers an id-less -32600
+/// itself, unaudited. gatehouse rescues such a request before rmcp decodes
+/// it (`mcp::rescue`): it is refused with -32602 under its own id, naming
+/// what is wrong, and audited like the other six.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "host bug: rmcp answers params that are not an object with an id-less -32600, unaudited"]
 async fn params_rmcp_cannot_parse_are_refused_with_their_id_and_audited() {
     let _shared = MEMORY.read().await;
     let setup = Scenario::new(&["malformed-params", "--wait-ms", "2000"]).start();
@@ -307,6 +332,41 @@ async fn params_rmcp_cannot_parse_are_refused_with_their_id_and_audited() {
     assert_invalid_params(&setup, &report, &json!("m-8"), &["`_meta`"]);
     assert_eq!(report["stray"], json!([]), "no id-less errors");
     assert_eq!(setup.audit_lines().len(), 9);
+}
+
+/// The same rescue over streamable HTTP, where the requests arrive as SSE
+/// events on the response to the tool call (`RescuingHttpClient`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn params_rmcp_cannot_parse_over_http_are_refused_with_their_id_and_audited() {
+    let _shared = MEMORY.read().await;
+    let server = RawHttpServer::start(vec![
+        (json!("h-1"), json!("hello")),
+        (json!(2), json!([1, 2])),
+        (
+            json!("h-3"),
+            json!({"message": "Name?", "requestedSchema": {"type": "object"}, "_meta": "x"}),
+        ),
+        (
+            json!("h-4"),
+            json!({"message": "Name?", "requestedSchema": {"type": "object", "properties": {}}}),
+        ),
+    ])
+    .await;
+    let setup = Scenario::http(&server.url).start();
+    let report = setup.go().await;
+    assert_invalid_params(&setup, &report, &json!("h-1"), &["not a string"]);
+    assert_invalid_params(&setup, &report, &json!(2), &["not an array"]);
+    assert_invalid_params(&setup, &report, &json!("h-3"), &["`_meta`"]);
+    // A well-formed form in the same stream is reviewed as usual: the
+    // guardian leaves it to the person, and there is none.
+    assert_eq!(
+        answer(&report, &json!("h-4"))["result"]["action"],
+        "decline"
+    );
+    assert_eq!(setup.audited(&json!("h-4")).len(), 1);
+    assert_eq!(report["stray"], json!([]), "no id-less errors");
+    assert_never_twice_never_accepted(&setup, &report);
+    setup.demo_still_works().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

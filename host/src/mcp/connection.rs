@@ -5,7 +5,6 @@
 //! `notifications/tools/list_changed`.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,14 +21,15 @@ use rmcp::model::{
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
 };
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{Lifecycle, ServerConfig, Transport};
+use super::rescue::{RescuingHttpClient, unwrap_params};
+use super::stdio::StdioServer;
 
 /// Host environment variables every stdio server gets (besides its own
 /// `env` and `env_vars`); everything else in the host's environment stays
@@ -321,8 +321,12 @@ impl ClientHandler for ClientSide {
         request: CustomRequest,
         context: RequestContext<RoleClient>,
     ) -> impl Future<Output = Result<CustomResult, ErrorData>> + Send + '_ {
-        let elicitation = (request.method == ELICITATION_METHOD)
-            .then(|| self.incoming(request.params.unwrap_or(Value::Null), &context));
+        let elicitation = (request.method == ELICITATION_METHOD).then(|| {
+            self.incoming(
+                unwrap_params(request.params.unwrap_or(Value::Null)),
+                &context,
+            )
+        });
         let method = request.method;
         async move {
             let Some(elicitation) = elicitation else {
@@ -423,7 +427,7 @@ impl Connection {
         };
         let started = match &config.transport {
             Transport::Stdio { .. } => {
-                let transport = stdio_transport(&config)?;
+                let transport = StdioServer::spawn(&config)?;
                 tokio::time::timeout(timeout, client.serve_with_lifecycle(transport, lifecycle))
                     .await
             }
@@ -624,59 +628,9 @@ impl Connection {
     }
 }
 
-fn stdio_transport(config: &ServerConfig) -> Result<TokioChildProcess, ConnectError> {
-    let Transport::Stdio {
-        command,
-        args,
-        env,
-        env_vars,
-        cwd,
-    } = &config.transport
-    else {
-        return Err(ConnectError::Config {
-            server: config.name.clone(),
-            message: "not a stdio server".to_owned(),
-        });
-    };
-    let mut process = tokio::process::Command::new(command);
-    process.args(args).env_clear();
-    for name in BASE_ENV_VARS
-        .iter()
-        .copied()
-        .chain(env_vars.iter().map(String::as_str))
-    {
-        if let Some(value) = std::env::var_os(name) {
-            process.env(name, value);
-        }
-    }
-    process.envs(env);
-    if let Some(cwd) = cwd {
-        process.current_dir(cwd);
-    }
-    let spawn_error = |source| ConnectError::Spawn {
-        server: config.name.clone(),
-        command: command.clone(),
-        source,
-    };
-    let (transport, stderr) = TokioChildProcess::builder(process)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_error)?;
-    if let Some(stderr) = stderr {
-        let server = config.name.clone();
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::debug!(target: "gatehouse::server", server = %server, "{line}");
-            }
-        });
-    }
-    Ok(transport)
-}
-
 fn http_transport(
     config: &ServerConfig,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, ConnectError> {
+) -> Result<StreamableHttpClientTransport<RescuingHttpClient<reqwest::Client>>, ConnectError> {
     let Transport::Http {
         url,
         bearer_token_env_var,
@@ -723,5 +677,31 @@ fn http_transport(
         })?;
         transport_config = transport_config.auth_header(token);
     }
-    Ok(StreamableHttpClientTransport::from_config(transport_config))
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(same_origin_redirects())
+        .build()
+        .map_err(|error| config_error(format!("building the HTTP client: {error}")))?;
+    Ok(StreamableHttpClientTransport::with_client(
+        RescuingHttpClient::new(client),
+        transport_config,
+    ))
+}
+
+/// Follows only same-origin 307 and 308 redirects (which keep the method and
+/// body), at most ten: a cross-origin hop would replay the session id and the
+/// configured headers to another host.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+        if same_origin && keeps_body && attempt.previous().len() <= 10 {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }

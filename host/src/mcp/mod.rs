@@ -5,8 +5,10 @@ pub mod config;
 pub mod connection;
 pub mod naming;
 pub mod refresh;
+pub mod rescue;
 pub mod runtime;
 pub mod source;
+mod stdio;
 
 /// The text parts of a tool result, joined by newlines (what a person reads).
 ///
