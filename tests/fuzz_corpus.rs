@@ -2,10 +2,19 @@
 //! input under `fuzz/corpus/<target>/` goes through the same property
 //! function the cargo-fuzz target calls (`gatehouse::fuzzing`), so a crash
 //! the fuzzer once found (and that was added to the corpus) stays fixed.
+//! Then a short random pass on stable Rust (proptest, fixed case counts):
+//! byte mutations of the corpus for every target, and structured JSON
+//! params, bare and inside an `elicitation/create` message, for the params
+//! target. CI has no nightly toolchain for cargo-fuzz; this is its smoke
+//! pass.
 
 use std::path::PathBuf;
 
 use gatehouse::fuzzing::{self, Accepted, Violation};
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::{Config, TestRunner};
+use serde_json::{Value, json};
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -74,4 +83,110 @@ fn a_broken_property_is_reported_not_swallowed() {
         fuzzing::elicitation_params(br#"{"message": 1}"#),
         Ok(Accepted::No)
     );
+}
+
+/// One corpus input with a few byte edits (insert, delete, overwrite,
+/// truncate), like a fuzzer's first mutations.
+fn mutated(inputs: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    let edits = proptest::collection::vec((any::<Index>(), 0u8..4, any::<u8>()), 1..8);
+    (proptest::sample::select(inputs), edits).prop_map(|(mut bytes, edits)| {
+        for (at, kind, byte) in edits {
+            let at = at.index(bytes.len() + 1);
+            match kind {
+                0 => bytes.insert(at, byte),
+                1 if at < bytes.len() => {
+                    bytes.remove(at);
+                }
+                2 if at < bytes.len() => bytes[at] = byte,
+                _ => bytes.truncate(at),
+            }
+        }
+        bytes
+    })
+}
+
+/// Runs `cases` mutations of `target`'s corpus through `check`; a
+/// violation or a panic fails with the shrunk input.
+fn mutation_pass(target: &str, cases: u32, check: impl Fn(&[u8]) -> Result<Accepted, Violation>) {
+    let inputs: Vec<Vec<u8>> = corpus(target).into_iter().map(|(_, bytes)| bytes).collect();
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&mutated(inputs), |bytes| {
+        check(&bytes).map_err(|violation| TestCaseError::fail(violation.to_string()))?;
+        Ok(())
+    });
+    if let Err(error) = result {
+        panic!("{target}: {error}");
+    }
+}
+
+#[test]
+fn mutated_corpus_inputs_keep_the_properties() {
+    mutation_pass("elicitation_params", 3_000, fuzzing::elicitation_params);
+    mutation_pass("config", 2_000, fuzzing::config);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    mutation_pass("discovery", 300, |bytes| {
+        fuzzing::discovery(bytes, scratch.path())
+    });
+}
+
+/// JSON values shaped like elicitation params: the keys MCP gives meaning
+/// to, nested a few levels, with every kind of leaf.
+fn params_like() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop_oneof![
+            Just("object".to_owned()),
+            Just("string".to_owned()),
+            Just("form".to_owned()),
+            Just("url".to_owned()),
+            Just("https://example.com/x".to_owned()),
+            "[ -~]{0,12}",
+        ]
+        .prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        let key = prop_oneof![
+            Just("message".to_owned()),
+            Just("requestedSchema".to_owned()),
+            Just("_meta".to_owned()),
+            Just("mode".to_owned()),
+            Just("url".to_owned()),
+            Just("elicitationId".to_owned()),
+            Just("type".to_owned()),
+            Just("properties".to_owned()),
+            Just("required".to_owned()),
+            Just("enum".to_owned()),
+            "[a-z/]{1,8}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map(key, inner, 0..6)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(Config { cases: 2_000, failure_persistence: None, ..Config::default() })]
+
+    /// Structured params, bare and as a whole message (which also goes
+    /// through the rescue of params rmcp cannot type).
+    #[test]
+    fn structured_params_keep_the_properties(
+        params in params_like(),
+        id in prop_oneof![any::<i64>().prop_map(Value::from), "[a-z0-9-]{0,6}".prop_map(Value::from)],
+    ) {
+        let bare = serde_json::to_vec(&params).expect("serialises");
+        fuzzing::elicitation_params(&bare).map_err(|v| TestCaseError::fail(v.to_string()))?;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": params});
+        let message = serde_json::to_vec(&message).expect("serialises");
+        fuzzing::elicitation_params(&message).map_err(|v| TestCaseError::fail(v.to_string()))?;
+    }
 }

@@ -27,6 +27,7 @@ use crate::contract::types as wit;
 use crate::discovery::{CapabilityRoot, DiscoveryLimits, discover_root};
 use crate::elicitation::{Elicitation, ElicitationParams, RequestId, TRANSPORT_META_KEYS};
 use crate::mcp::config::is_valid_server_name;
+use crate::mcp::rescue::{rescue_message, unwrap_params};
 use crate::request::ReviewRequest;
 use crate::schema;
 
@@ -66,8 +67,16 @@ fn violation(target: &'static str, what: impl Into<String>) -> Violation {
 /// content (the input itself, `{}`) against the schema returns rather than
 /// panics. The captured-message reader ([`ElicitationParams::from_captured`])
 /// must agree with the wire reader on bare params.
+///
+/// Whole messages also go through [`rescue_message`]: what it rewrites keeps
+/// its id and method, gives back the original params through
+/// [`unwrap_params`], and (for a `"2.0"` request with a string or integer
+/// id) is a message rmcp's model decodes.
 pub fn elicitation_params(data: &[u8]) -> Result<Accepted, Violation> {
     const TARGET: &str = "elicitation_params";
+    if let Some(rescued) = rescue_message(data) {
+        check_rescued(data, &rescued).map_err(|what| violation(TARGET, what))?;
+    }
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return Ok(Accepted::No);
     };
@@ -249,4 +258,30 @@ pub fn discovery(data: &[u8], scratch: &Path) -> Result<Accepted, Violation> {
     } else {
         Accepted::Yes
     })
+}
+
+/// The invariants of one rescued message (see [`elicitation_params`]).
+fn check_rescued(original: &[u8], rescued: &[u8]) -> Result<(), String> {
+    let before: Value = serde_json::from_slice(original)
+        .map_err(|error| format!("rescued a message that is not JSON: {error}"))?;
+    let after: Value = serde_json::from_slice(rescued)
+        .map_err(|error| format!("the rescued message is not JSON: {error}"))?;
+    if after.get("id") != before.get("id") || after.get("method") != before.get("method") {
+        return Err("the rescue changed the id or the method".to_owned());
+    }
+    let params = unwrap_params(after.get("params").cloned().unwrap_or(Value::Null));
+    if Some(&params) != before.get("params") {
+        return Err("the rescued params do not unwrap to the original".to_owned());
+    }
+    let typable_id = matches!(before.get("id"), Some(Value::String(_)))
+        || before
+            .get("id")
+            .is_some_and(|id| id.is_i64() || id.is_u64());
+    if before.get("jsonrpc") == Some(&json!("2.0"))
+        && typable_id
+        && let Err(error) = serde_json::from_value::<rmcp::model::ServerJsonRpcMessage>(after)
+    {
+        return Err(format!("rmcp cannot decode the rescued message: {error}"));
+    }
+    Ok(())
 }
