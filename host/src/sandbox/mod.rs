@@ -14,6 +14,7 @@
 mod limits;
 mod load;
 mod module;
+mod retire;
 mod state;
 mod ticker;
 pub(crate) mod wasi;
@@ -31,6 +32,7 @@ pub use state::{GuestLog, ReviewLogs};
 pub use wasi::WasiPolicy;
 
 use crate::contract;
+use retire::Retirer;
 use state::ReviewState;
 use ticker::{EpochTicker, InFlight};
 
@@ -65,6 +67,9 @@ pub enum SandboxError {
     /// The deadline thread could not be started.
     #[error("cannot start the deadline ticker thread: {0}")]
     Ticker(std::io::Error),
+    /// The thread that drops finished instances could not be started.
+    #[error("cannot start the store retirer thread: {0}")]
+    Retirer(std::io::Error),
 }
 
 pub(crate) struct Shared {
@@ -74,6 +79,7 @@ pub(crate) struct Shared {
     pub(crate) wasi: WasiPolicy,
     pub(crate) compile_cache: Option<std::path::PathBuf>,
     pub(crate) in_flight: Arc<InFlight>,
+    pub(crate) retirer: Retirer,
     _ticker: EpochTicker,
 }
 
@@ -121,7 +127,10 @@ impl Sandbox {
         compile_cache: Option<std::path::PathBuf>,
     ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
-        let reviews = limits.concurrent_reviews();
+        // Finished instances may wait for the retirer thread's reset.
+        let reviews = limits
+            .concurrent_reviews()
+            .saturating_add(retire::POOL_HEADROOM);
         pool.total_component_instances(reviews)
             .total_core_instances(reviews.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
             .total_memories(reviews.saturating_mul(MEMORIES_PER_COMPONENT))
@@ -162,6 +171,7 @@ impl Sandbox {
             limits.epoch_tick(),
         )
         .map_err(SandboxError::Ticker)?;
+        let retirer = Retirer::start().map_err(SandboxError::Retirer)?;
         Ok(Sandbox {
             shared: Arc::new(Shared {
                 engine,
@@ -170,6 +180,7 @@ impl Sandbox {
                 wasi,
                 compile_cache,
                 in_flight,
+                retirer,
                 _ticker: ticker,
             }),
         })

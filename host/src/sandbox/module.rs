@@ -221,7 +221,8 @@ impl ReviewerModule {
             .instantiate(&mut store)
             .and_then(|instance| self.review_in(instance, &mut store, config, request));
         let elapsed = started.elapsed();
-        let logs = store.into_data().into_logs();
+        let logs = store.data_mut().finish();
+        self.shared.retirer.retire(store);
         if let Err(failure) = &result {
             tracing::warn!(
                 module = %self.name,
