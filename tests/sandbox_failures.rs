@@ -230,34 +230,6 @@ fn every_review_gets_a_fresh_instance() {
     }
 }
 
-/// Finished instances are dropped (and their pool slots reset) on a
-/// background thread. With a pool sized for one review, reviews back to back
-/// (memory bombs, whose 16 MiB take the longest to reset, among them) never
-/// find the pool exhausted, and each still starts from a fresh instance.
-#[test]
-fn retired_instances_neither_exhaust_the_pool_nor_leak_state() {
-    let sandbox = sandbox_with(Limits::builder().concurrent_reviews(1).build());
-    let bomb = load(&sandbox, "test_guest_grow_memory");
-    let counter = load(&sandbox, "test_guest_counter");
-    let request = approval_request();
-    for round in 0..200 {
-        let failure = bomb
-            .review("{}", &request)
-            .result
-            .expect_err("a bomb fails");
-        assert_eq!(failure.code(), "memory", "round {round}: {failure}");
-        let counted = counter.review("{}", &request).result;
-        assert_eq!(
-            counted.map(|outcome| outcome.decision),
-            Ok(Decision::Decline {
-                message: Some("1".to_owned())
-            }),
-            "round {round}"
-        );
-    }
-    guardian_accepts(&sandbox);
-}
-
 #[test]
 fn nothing_outside_the_sandbox_is_reachable() {
     let sandbox = sandbox();

@@ -14,7 +14,6 @@
 mod limits;
 mod load;
 mod module;
-mod retire;
 mod state;
 mod ticker;
 pub(crate) mod wasi;
@@ -32,7 +31,6 @@ pub use state::{GuestLog, ReviewLogs};
 pub use wasi::WasiPolicy;
 
 use crate::contract;
-use retire::Retirer;
 use state::ReviewState;
 use ticker::{EpochTicker, InFlight};
 
@@ -67,9 +65,6 @@ pub enum SandboxError {
     /// The deadline thread could not be started.
     #[error("cannot start the deadline ticker thread: {0}")]
     Ticker(std::io::Error),
-    /// The thread that drops finished instances could not be started.
-    #[error("cannot start the store retirer thread: {0}")]
-    Retirer(std::io::Error),
 }
 
 pub(crate) struct Shared {
@@ -79,7 +74,6 @@ pub(crate) struct Shared {
     pub(crate) wasi: WasiPolicy,
     pub(crate) compile_cache: Option<std::path::PathBuf>,
     pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) retirer: Retirer,
     _ticker: EpochTicker,
 }
 
@@ -127,10 +121,7 @@ impl Sandbox {
         compile_cache: Option<std::path::PathBuf>,
     ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
-        // Finished instances may wait for the retirer thread's reset.
-        let reviews = limits
-            .concurrent_reviews()
-            .saturating_add(retire::POOL_HEADROOM);
+        let reviews = limits.concurrent_reviews();
         pool.total_component_instances(reviews)
             .total_core_instances(reviews.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
             .total_memories(reviews.saturating_mul(MEMORIES_PER_COMPONENT))
@@ -171,7 +162,6 @@ impl Sandbox {
             limits.epoch_tick(),
         )
         .map_err(SandboxError::Ticker)?;
-        let retirer = Retirer::start().map_err(SandboxError::Retirer)?;
         Ok(Sandbox {
             shared: Arc::new(Shared {
                 engine,
@@ -180,7 +170,6 @@ impl Sandbox {
                 wasi,
                 compile_cache,
                 in_flight,
-                retirer,
                 _ticker: ticker,
             }),
         })

@@ -221,8 +221,7 @@ impl ReviewerModule {
             .instantiate(&mut store)
             .and_then(|instance| self.review_in(instance, &mut store, config, request));
         let elapsed = started.elapsed();
-        let logs = store.data_mut().finish();
-        self.shared.retirer.retire(store);
+        let logs = store.into_data().into_logs();
         if let Err(failure) = &result {
             tracing::warn!(
                 module = %self.name,

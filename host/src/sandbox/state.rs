@@ -139,12 +139,10 @@ impl ReviewState {
         }
     }
 
-    /// Takes the review's logs (guest log calls, then stderr) and takes the
-    /// review out of flight; the state is left only to be dropped.
-    pub(crate) fn finish(&mut self) -> ReviewLogs {
-        self.deadline.release();
-        let mut logs = std::mem::take(&mut self.logs);
-        if let Some(wasi) = &self.wasi {
+    /// The logs, with stderr attached.
+    pub(crate) fn into_logs(self) -> ReviewLogs {
+        let mut logs = self.logs;
+        if let Some(wasi) = self.wasi {
             logs.stderr = String::from_utf8_lossy(&wasi.stderr.contents()).into_owned();
         }
         logs

@@ -49,7 +49,7 @@ impl InFlight {
         drop(slots);
         Deadline {
             in_flight: self.clone(),
-            slot: Some(slot),
+            slot,
             started,
             limit,
         }
@@ -67,13 +67,11 @@ impl InFlight {
     }
 }
 
-/// One review's deadline, registered in flight while it lives (or until
-/// [`Deadline::release`]).
+/// One review's deadline, registered in flight while it lives.
 #[derive(Debug)]
 pub(crate) struct Deadline {
     in_flight: Arc<InFlight>,
-    /// `None` once released.
-    slot: Option<usize>,
+    slot: usize,
     started: Instant,
     limit: Duration,
 }
@@ -87,25 +85,15 @@ impl Deadline {
     /// Starts the deadline again from now.
     pub(crate) fn restart(&mut self) {
         self.started = Instant::now();
-        if let Some(slot) = self.slot {
-            self.in_flight.lock().starts[slot] = Some(self.started);
-        }
-    }
-
-    /// Takes the review out of flight now, before the deadline is dropped
-    /// (its store may wait a little for the retirer thread).
-    pub(crate) fn release(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            let mut slots = self.in_flight.lock();
-            slots.starts[slot] = None;
-            slots.free.push(slot);
-        }
+        self.in_flight.lock().starts[self.slot] = Some(self.started);
     }
 }
 
 impl Drop for Deadline {
     fn drop(&mut self) {
-        self.release();
+        let mut slots = self.in_flight.lock();
+        slots.starts[self.slot] = None;
+        slots.free.push(self.slot);
     }
 }
 
