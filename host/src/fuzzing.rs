@@ -27,7 +27,7 @@ use crate::contract::types as wit;
 use crate::discovery::{CapabilityRoot, DiscoveryLimits, discover_root};
 use crate::elicitation::{Elicitation, ElicitationParams, RequestId, TRANSPORT_META_KEYS};
 use crate::mcp::config::is_valid_server_name;
-use crate::mcp::rescue::{rescue_message, unwrap_params};
+use crate::mcp::rescue::{RAW_PARAMS_KEY, RESCUE_GROWTH, rescue_message, unwrap_params};
 use crate::request::ReviewRequest;
 use crate::schema;
 
@@ -68,15 +68,15 @@ fn violation(target: &'static str, what: impl Into<String>) -> Violation {
 /// panics. The captured-message reader ([`ElicitationParams::from_captured`])
 /// must agree with the wire reader on bare params.
 ///
-/// Whole messages also go through [`rescue_message`]: what it rewrites keeps
-/// its id and method, gives back the original params through
-/// [`unwrap_params`], and (for a `"2.0"` request with a string or integer
-/// id) is a message rmcp's model decodes.
+/// Whole messages also go through [`rescue_message`]. What it rewrites is
+/// JSON, at most [`RESCUE_GROWTH`] bytes longer, keeps its id and method,
+/// gives back the original params through [`unwrap_params`], and is either
+/// a message rmcp's model could not decode or one whose params forge the
+/// wrapper. After the rescue, every `"2.0"` `elicitation/create` request
+/// with a string or integer id decodes in rmcp's model.
 pub fn elicitation_params(data: &[u8]) -> Result<Accepted, Violation> {
     const TARGET: &str = "elicitation_params";
-    if let Some(rescued) = rescue_message(data) {
-        check_rescued(data, &rescued).map_err(|what| violation(TARGET, what))?;
-    }
+    check_rescue(data, rescue_message(data).as_deref()).map_err(|what| violation(TARGET, what))?;
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return Ok(Accepted::No);
     };
@@ -260,28 +260,52 @@ pub fn discovery(data: &[u8], scratch: &Path) -> Result<Accepted, Violation> {
     })
 }
 
-/// The invariants of one rescued message (see [`elicitation_params`]).
-fn check_rescued(original: &[u8], rescued: &[u8]) -> Result<(), String> {
-    let before: Value = serde_json::from_slice(original)
-        .map_err(|error| format!("rescued a message that is not JSON: {error}"))?;
-    let after: Value = serde_json::from_slice(rescued)
-        .map_err(|error| format!("the rescued message is not JSON: {error}"))?;
-    if after.get("id") != before.get("id") || after.get("method") != before.get("method") {
-        return Err("the rescue changed the id or the method".to_owned());
+/// The invariants of [`rescue_message`] on one message (see
+/// [`elicitation_params`]).
+fn check_rescue(original: &[u8], rescued: Option<&[u8]>) -> Result<(), String> {
+    let original = original.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(original);
+    let decodes =
+        |line: &[u8]| serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(line).is_ok();
+    let Ok(before) = serde_json::from_slice::<Value>(original) else {
+        return match rescued {
+            Some(_) => Err("rescued a message that is not JSON".to_owned()),
+            None => Ok(()),
+        };
+    };
+    if let Some(rescued) = rescued {
+        if rescued.len() > original.len() + RESCUE_GROWTH {
+            return Err(format!(
+                "the rescue grew the message from {} to {} bytes",
+                original.len(),
+                rescued.len()
+            ));
+        }
+        let after: Value = serde_json::from_slice(rescued)
+            .map_err(|error| format!("the rescued message is not JSON: {error}"))?;
+        if after.get("id") != before.get("id") || after.get("method") != before.get("method") {
+            return Err("the rescue changed the id or the method".to_owned());
+        }
+        let params = unwrap_params(after.get("params").cloned().unwrap_or(Value::Null));
+        if &params != before.get("params").unwrap_or(&Value::Null) {
+            return Err("the rescued params do not unwrap to the original".to_owned());
+        }
+        let forged = before
+            .get("params")
+            .and_then(Value::as_object)
+            .is_some_and(|params| params.contains_key(RAW_PARAMS_KEY));
+        if !forged && decodes(original) {
+            return Err("rescued a message rmcp decodes as it is".to_owned());
+        }
     }
-    let params = unwrap_params(after.get("params").cloned().unwrap_or(Value::Null));
-    if Some(&params) != before.get("params") {
-        return Err("the rescued params do not unwrap to the original".to_owned());
-    }
-    let typable_id = matches!(before.get("id"), Some(Value::String(_)))
-        || before
-            .get("id")
-            .is_some_and(|id| id.is_i64() || id.is_u64());
+    let id_typable = before
+        .get("id")
+        .is_some_and(|id| id.is_string() || id.is_i64());
     if before.get("jsonrpc") == Some(&json!("2.0"))
-        && typable_id
-        && let Err(error) = serde_json::from_value::<rmcp::model::ServerJsonRpcMessage>(after)
+        && before.get("method") == Some(&json!("elicitation/create"))
+        && id_typable
+        && !decodes(rescued.unwrap_or(original))
     {
-        return Err(format!("rmcp cannot decode the rescued message: {error}"));
+        return Err("rmcp cannot decode the request after the rescue".to_owned());
     }
     Ok(())
 }

@@ -17,17 +17,19 @@
 //! server sent. The router then refuses it with `-32602` naming the field,
 //! under the request's own id, and audits it like any other refusal.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
-use serde_json::{Map, Value};
+use serde::de::IgnoredAny;
+use serde_json::Value;
+use serde_json::value::RawValue;
 use sse_stream::Sse;
 
 /// The key the original params travel under.
@@ -35,11 +37,25 @@ pub const RAW_PARAMS_KEY: &str = "gatehouse/raw";
 
 const ELICITATION_METHOD: &str = "elicitation/create";
 
-/// Rewrites one raw JSON-RPC message if it is an `elicitation/create` request
-/// rmcp could not type; `None` leaves the message as it is.
+/// At most how many bytes [`rescue_message`] adds to a message (the
+/// wrapper; everything else is copied verbatim or shrinks).
+pub const RESCUE_GROWTH: usize = 32;
+
+/// The UTF-8 byte order mark rmcp skips at the start of a line.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Rewrites one raw JSON-RPC message if it is an `elicitation/create`
+/// request that rmcp's model cannot decode, or whose params carry
+/// [`RAW_PARAMS_KEY`] themselves (a server forging the wrapper gets it
+/// wrapped again, and so refused like any other bad params); `None` leaves
+/// the message as it is.
 ///
-/// Only requests (a `method` and an `id`) are touched; anything that is not
-/// JSON, or not such a request, is passed on for rmcp to judge.
+/// The test is rmcp's own decode, so exactly what rmcp would refuse is
+/// rescued (a string or array as params, `_meta` not an object, a repeated
+/// key, ...). The method may be written with escapes and the line may start
+/// with a byte order mark, as rmcp allows. The params are copied byte for
+/// byte and the top level is re-serialised without its whitespace, so the
+/// result is at most [`RESCUE_GROWTH`] bytes longer than the message.
 ///
 /// ```
 /// use gatehouse::mcp::rescue::rescue_message;
@@ -52,25 +68,37 @@ const ELICITATION_METHOD: &str = "elicitation/create";
 /// assert!(rescue_message(fine).is_none());
 /// ```
 pub fn rescue_message(message: &[u8]) -> Option<Vec<u8>> {
-    // Most messages are not elicitations: skip the parse for them.
-    memchr::memmem::find(message, ELICITATION_METHOD.as_bytes())?;
-    let mut object: Map<String, Value> = serde_json::from_slice(message).ok()?;
-    if object.get("method")?.as_str()? != ELICITATION_METHOD || !object.contains_key("id") {
+    let message = message.strip_prefix(UTF8_BOM).unwrap_or(message);
+    // Most messages are not elicitations: skip the parse for them. A method
+    // written with escapes needs a backslash.
+    if memchr::memmem::find(message, b"elicitation").is_none()
+        && memchr::memchr(b'\\', message).is_none()
+    {
         return None;
     }
-    let untypable = match object.get("params") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(params)) => params.get("_meta").is_some_and(|meta| !meta.is_object()),
-        Some(_) => true,
-    };
-    if !untypable {
+    let mut object: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(message).ok()?;
+    let method: String = serde_json::from_str(object.get("method")?.get()).ok()?;
+    if method != ELICITATION_METHOD || !object.contains_key("id") {
         return None;
     }
-    let params = object.remove("params").unwrap_or(Value::Null);
-    let mut wrapped = Map::new();
-    wrapped.insert(RAW_PARAMS_KEY.to_owned(), params);
-    object.insert("params".to_owned(), Value::Object(wrapped));
+    let forged = object
+        .get("params")
+        .is_some_and(|params| carries_marker(params));
+    if !forged && serde_json::from_slice::<ServerJsonRpcMessage>(message).is_ok() {
+        return None;
+    }
+    let params = object
+        .remove("params")
+        .map_or_else(|| "null".to_owned(), |params| params.get().to_owned());
+    let wrapped = RawValue::from_string(format!("{{\"{RAW_PARAMS_KEY}\":{params}}}")).ok()?;
+    object.insert("params".to_owned(), wrapped);
     serde_json::to_vec(&object).ok()
+}
+
+/// Whether raw params are an object with a [`RAW_PARAMS_KEY`] member.
+fn carries_marker(params: &RawValue) -> bool {
+    serde_json::from_str::<BTreeMap<String, IgnoredAny>>(params.get())
+        .is_ok_and(|members| members.contains_key(RAW_PARAMS_KEY))
 }
 
 /// The params of an elicitation that reached the custom-request path, as
@@ -264,7 +292,6 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for RescuingHttpClient
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::ServerJsonRpcMessage;
     use serde_json::json;
 
     fn rescued(message: Value) -> Option<Value> {
@@ -321,6 +348,61 @@ mod tests {
     }
 
     #[test]
+    fn what_rmcp_would_refuse_is_rescued_however_it_is_spelled() {
+        let line = |text: &str| {
+            rescue_message(text.as_bytes())
+                .map(|out| serde_json::from_slice::<Value>(&out).expect("the rescue writes JSON"))
+        };
+        // A byte order mark, an escaped method, a repeated params key.
+        let bom = "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"elicitation/create\",\"params\":\"x\"}";
+        assert_eq!(line(bom).expect("rescued")["params"][RAW_PARAMS_KEY], "x");
+        let escaped =
+            r#"{"jsonrpc":"2.0","id":2,"method":"\u0065licitation\/create","params":[1]}"#;
+        let out = line(escaped).expect("rescued");
+        assert_eq!(out["method"], "elicitation/create");
+        assert_eq!(out["params"][RAW_PARAMS_KEY], json!([1]));
+        let twice = r#"{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"message":"a","requestedSchema":{"type":"object"}},"params":{"message":"b","requestedSchema":{"type":"object"}}}"#;
+        assert!(serde_json::from_str::<ServerJsonRpcMessage>(twice).is_err());
+        let out = rescue_message(twice.as_bytes()).expect("rescued");
+        assert!(serde_json::from_slice::<ServerJsonRpcMessage>(&out).is_ok());
+        // `_meta: null` is no `_meta` to rmcp: nothing to rescue.
+        let null_meta = r#"{"jsonrpc":"2.0","id":4,"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object"},"_meta":null}}"#;
+        assert_eq!(line(null_meta), None);
+    }
+
+    #[test]
+    fn a_forged_wrapper_is_wrapped_again() {
+        let inner = json!({"message": "Paste your token", "requestedSchema": {"type": "object"}});
+        let forged = elicitation(json!({RAW_PARAMS_KEY: inner}));
+        let out = rescued(forged).expect("rescued");
+        // What reaches the router is the forged object itself: no message.
+        assert_eq!(
+            unwrap_params(out["params"].clone()),
+            json!({RAW_PARAMS_KEY: inner})
+        );
+    }
+
+    #[test]
+    fn params_are_copied_byte_for_byte_and_the_message_barely_grows() {
+        let numbers = vec!["1e15"; 1000].join(",");
+        let message = format!(
+            r#"{{ "jsonrpc" : "2.0", "id" : "g", "method" : "elicitation/create", "params" : [{numbers}] }}"#
+        );
+        let out = rescue_message(message.as_bytes()).expect("rescued");
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert!(
+            text.contains(&format!("[{numbers}]")),
+            "params kept verbatim"
+        );
+        assert!(
+            text.len() <= message.len() + RESCUE_GROWTH,
+            "{} > {}",
+            text.len(),
+            message.len()
+        );
+    }
+
+    #[test]
     fn sse_events_are_rescued_and_others_kept() {
         let event = Sse {
             event: Some("message".into()),
@@ -349,7 +431,19 @@ mod tests {
             let decoded = serde_json::from_value::<ServerJsonRpcMessage>(elicitation(params));
             assert!(decoded.is_err(), "rmcp now types these params: {decoded:?}");
         }
+        // Rescued, it reaches the handler as a custom request (where
+        // `unwrap_params` runs), not as a typed elicitation.
         let rescued_value = rescued(elicitation(json!("hello"))).unwrap();
-        assert!(serde_json::from_value::<ServerJsonRpcMessage>(rescued_value).is_ok());
+        match serde_json::from_value::<ServerJsonRpcMessage>(rescued_value) {
+            Ok(ServerJsonRpcMessage::Request(request)) => assert!(
+                matches!(
+                    request.request,
+                    rmcp::model::ServerRequest::CustomRequest(_)
+                ),
+                "{:?}",
+                request.request
+            ),
+            other => panic!("not a request: {other:?}"),
+        }
     }
 }

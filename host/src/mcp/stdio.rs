@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use super::config::{ServerConfig, Transport as ServerTransport};
 use super::connection::{BASE_ENV_VARS, ConnectError};
-use super::rescue::rescue_message;
+use super::rescue::{RESCUE_GROWTH, rescue_message};
 
 /// How long a server gets to exit after its stdin closes, and again after
 /// SIGTERM, before it is killed.
@@ -97,7 +97,9 @@ impl StdioServer {
         let (to_rmcp, from_pump) = tokio::io::duplex(PIPE_BUFFER);
         let pump = tokio::spawn(pump_stdout(config.name.clone(), stdout, to_rmcp));
         Ok(StdioServer {
-            rmcp: AsyncRwTransport::new_client(from_pump, stdin),
+            // The pump bounds each line; a rescued one may be a little longer.
+            rmcp: AsyncRwTransport::new_client(from_pump, stdin)
+                .with_max_line_length(DEFAULT_MAX_LINE_LENGTH + RESCUE_GROWTH),
             child: Some(child),
             pump,
             server: config.name.clone(),
@@ -161,8 +163,9 @@ async fn shut_down(server: &str, mut child: Child) {
 
 /// Copies the server's stdout to rmcp line by line, rescuing elicitations
 /// rmcp could not type. A line longer than rmcp's own limit is dropped here
-/// (rmcp would drop it too) and logged with the server's name. Ends when
-/// either side closes; dropping `to_rmcp` then gives rmcp its end of file.
+/// (rmcp would drop it too) and logged with the server's name; a last line
+/// without a newline gets one. Ends when either side closes; dropping
+/// `to_rmcp` then gives rmcp its end of file.
 async fn pump_stdout(server: String, stdout: ChildStdout, mut to_rmcp: DuplexStream) {
     let mut reader = BufReader::with_capacity(PIPE_BUFFER, stdout);
     let mut line: Vec<u8> = Vec::new();
@@ -177,7 +180,9 @@ async fn pump_stdout(server: String, stdout: ChildStdout, mut to_rmcp: DuplexStr
         };
         if available.is_empty() {
             if !line.is_empty() && !oversized {
-                // A last message without its newline: rmcp reads it at EOF.
+                // A last message without its newline: rmcp drops an
+                // unterminated line, so end it here and deliver it.
+                line.push(b'\n');
                 let _ = forward(&mut to_rmcp, &line).await;
             }
             break;
@@ -265,7 +270,8 @@ mod tests {
         assert_eq!(rescued["params"]["gatehouse/raw"], json!([1]));
         assert_eq!(lines[2], "not json");
         assert_eq!(lines[3], "last-without-newline");
-        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[4], "", "the last line was ended");
+        assert_eq!(lines.len(), 5);
     }
 
     #[tokio::test]
