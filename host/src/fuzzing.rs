@@ -73,7 +73,8 @@ fn violation(target: &'static str, what: impl Into<String>) -> Violation {
 /// gives back the original params through [`unwrap_params`], and is either
 /// a message rmcp's model could not decode or one whose params forge the
 /// wrapper. After the rescue, every `"2.0"` `elicitation/create` request
-/// with a string or integer id decodes in rmcp's model.
+/// with a string or integer id and no members but `jsonrpc`, `id`, `method`
+/// and `params` decodes in rmcp's model.
 pub fn elicitation_params(data: &[u8]) -> Result<Accepted, Violation> {
     const TARGET: &str = "elicitation_params";
     check_rescue(data, rescue_message(data).as_deref()).map_err(|what| violation(TARGET, what))?;
@@ -300,7 +301,15 @@ fn check_rescue(original: &[u8], rescued: Option<&[u8]>) -> Result<(), String> {
     let id_typable = before
         .get("id")
         .is_some_and(|id| id.is_string() || id.is_i64());
-    if before.get("jsonrpc") == Some(&json!("2.0"))
+    // The rescue mends params, not the envelope: a "request" that also
+    // carries `result` or `error` (or any other member) is left to rmcp.
+    let envelope_only = before.as_object().is_some_and(|members| {
+        members
+            .keys()
+            .all(|key| matches!(key.as_str(), "jsonrpc" | "id" | "method" | "params"))
+    });
+    if envelope_only
+        && before.get("jsonrpc") == Some(&json!("2.0"))
         && before.get("method") == Some(&json!("elicitation/create"))
         && id_typable
         && !decodes(rescued.unwrap_or(original))
