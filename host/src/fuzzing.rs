@@ -297,6 +297,9 @@ fn check_rescue(original: &[u8], rescued: Option<&[u8]>) -> Result<(), String> {
         if !forged && decodes(original) {
             return Err("rescued a message rmcp decodes as it is".to_owned());
         }
+        if !decodes(rescued) {
+            return Err("rmcp cannot decode the rescued message".to_owned());
+        }
     }
     let id_typable = before
         .get("id")

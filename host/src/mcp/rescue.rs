@@ -92,7 +92,12 @@ pub fn rescue_message(message: &[u8]) -> Option<Vec<u8>> {
         .map_or_else(|| "null".to_owned(), |params| params.get().to_owned());
     let wrapped = RawValue::from_string(format!("{{\"{RAW_PARAMS_KEY}\":{params}}}")).ok()?;
     object.insert("params".to_owned(), wrapped);
-    serde_json::to_vec(&object).ok()
+    let rescued = serde_json::to_vec(&object).ok()?;
+    // Wrapping cannot mend params serde_json cannot hold at all (a number
+    // beyond f64, nesting past its depth limit): those stay rmcp's to refuse.
+    serde_json::from_slice::<ServerJsonRpcMessage>(&rescued)
+        .is_ok()
+        .then_some(rescued)
 }
 
 /// Whether raw params are an object with a [`RAW_PARAMS_KEY`] member.
@@ -365,6 +370,9 @@ mod tests {
         assert!(serde_json::from_str::<ServerJsonRpcMessage>(twice).is_err());
         let out = rescue_message(twice.as_bytes()).expect("rescued");
         assert!(serde_json::from_slice::<ServerJsonRpcMessage>(&out).is_ok());
+        // Params no JSON value can hold: wrapping would not help.
+        let huge = r#"{"jsonrpc":"2.0","id":5,"method":"elicitation/create","params":[1e400]}"#;
+        assert_eq!(line(huge), None);
         // `_meta: null` is no `_meta` to rmcp: nothing to rescue.
         let null_meta = r#"{"jsonrpc":"2.0","id":4,"method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object"},"_meta":null}}"#;
         assert_eq!(line(null_meta), None);
