@@ -268,9 +268,13 @@ fn check_rescue(original: &[u8], rescued: Option<&[u8]>) -> Result<(), String> {
     let decodes =
         |line: &[u8]| serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(line).is_ok();
     let Ok(before) = serde_json::from_slice::<Value>(original) else {
+        // JSON that no `Value` holds (a number beyond f64 outside the
+        // params) may still be rescued, if the result decodes.
+        let json = serde_json::from_slice::<serde::de::IgnoredAny>(original).is_ok();
         return match rescued {
-            Some(_) => Err("rescued a message that is not JSON".to_owned()),
             None => Ok(()),
+            Some(rescued) if json && decodes(rescued) => Ok(()),
+            Some(_) => Err("rescued a message that is not JSON, or to no effect".to_owned()),
         };
     };
     if let Some(rescued) = rescued {
