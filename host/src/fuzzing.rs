@@ -26,8 +26,9 @@ use crate::context::ReviewContext;
 use crate::contract::types as wit;
 use crate::discovery::{CapabilityRoot, DiscoveryLimits, discover_root};
 use crate::elicitation::{Elicitation, ElicitationParams, RequestId, TRANSPORT_META_KEYS};
+use crate::mcp::ELICITATION_METHOD;
 use crate::mcp::config::is_valid_server_name;
-use crate::mcp::rescue::{RAW_PARAMS_KEY, RESCUE_GROWTH, rescue_message, unwrap_params};
+use crate::mcp::rescue::{RAW_PARAMS_KEY, RESCUE_GROWTH, UTF8_BOM, rescue_message, unwrap_params};
 use crate::request::ReviewRequest;
 use crate::schema;
 
@@ -264,7 +265,7 @@ pub fn discovery(data: &[u8], scratch: &Path) -> Result<Accepted, Violation> {
 /// The invariants of [`rescue_message`] on one message (see
 /// [`elicitation_params`]).
 fn check_rescue(original: &[u8], rescued: Option<&[u8]>) -> Result<(), String> {
-    let original = original.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(original);
+    let original = original.strip_prefix(UTF8_BOM).unwrap_or(original);
     let decodes =
         |line: &[u8]| serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(line).is_ok();
     let Ok(before) = serde_json::from_slice::<Value>(original) else {
@@ -317,7 +318,7 @@ fn check_rescue(original: &[u8], rescued: Option<&[u8]>) -> Result<(), String> {
     });
     if envelope_only
         && before.get("jsonrpc") == Some(&json!("2.0"))
-        && before.get("method") == Some(&json!("elicitation/create"))
+        && before.get("method") == Some(&json!(ELICITATION_METHOD))
         && id_typable
         && !decodes(rescued.unwrap_or(original))
     {

@@ -122,6 +122,32 @@ fn json_response(body: Value) -> Response {
         .into_response()
 }
 
+/// The responses a call of `go` received.
+#[derive(Default)]
+struct Collected {
+    /// `{"id", "response"}` for each response to one of the call's ids.
+    answers: Vec<Value>,
+    /// Responses to ids the call never used.
+    stray: Vec<Value>,
+    /// By id: the id and how often it was answered.
+    times: BTreeMap<String, (Value, usize)>,
+}
+
+impl Collected {
+    fn file(&mut self, response: Value, expected: &[Value]) {
+        let id = response.get("id").cloned().unwrap_or(Value::Null);
+        if expected.contains(&id) {
+            self.times
+                .entry(id.to_string())
+                .or_insert((id.clone(), 0))
+                .1 += 1;
+            self.answers.push(json!({"id": id, "response": response}));
+        } else {
+            self.stray.push(response);
+        }
+    }
+}
+
 /// The SSE answer to `tools/call`: the elicitations, then the report.
 async fn go(shared: Shared, call_id: Value) -> Response {
     let (sender, mut receiver) = mpsc::unbounded_channel();
@@ -139,42 +165,29 @@ async fn go(shared: Shared, call_id: Value) -> Response {
         .map(|(id, _)| id.clone())
         .collect();
     let report = async move {
-        let mut answers = Vec::new();
-        let mut stray = Vec::new();
-        let mut answered: BTreeMap<String, usize> = BTreeMap::new();
+        let mut collected = Collected::default();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while answered.len() < expected.len() {
+        while collected.times.len() < expected.len() {
             let Ok(Some(response)) = tokio::time::timeout_at(deadline, receiver.recv()).await
             else {
                 break;
             };
-            let id = response.get("id").cloned().unwrap_or(Value::Null);
-            if expected.contains(&id) {
-                *answered.entry(id.to_string()).or_default() += 1;
-                answers.push(json!({"id": id, "response": response}));
-            } else {
-                stray.push(response);
-            }
+            collected.file(response, &expected);
         }
         // Surplus answers would arrive now.
         while let Ok(Some(response)) =
             tokio::time::timeout(Duration::from_millis(200), receiver.recv()).await
         {
-            let id = response.get("id").cloned().unwrap_or(Value::Null);
-            if expected.contains(&id) {
-                answers.push(json!({"id": id, "response": response}));
-            } else {
-                stray.push(response);
-            }
+            collected.file(response, &expected);
         }
-        let mut times: BTreeMap<String, (Value, usize)> = BTreeMap::new();
+        let Collected {
+            answers,
+            stray,
+            times,
+        } = collected;
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for answer in &answers {
             let response = &answer["response"];
-            times
-                .entry(answer["id"].to_string())
-                .or_insert((answer["id"].clone(), 0))
-                .1 += 1;
             let kind = match (
                 response["error"]["code"].as_i64(),
                 response["result"]["action"].as_str(),

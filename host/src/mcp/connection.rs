@@ -27,6 +27,7 @@ use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::ELICITATION_METHOD;
 use super::config::{Lifecycle, ServerConfig, Transport};
 use super::rescue::{RescuingHttpClient, unwrap_params};
 use super::stdio::StdioServer;
@@ -215,9 +216,6 @@ struct ClientSide {
     protocol_version: Arc<std::sync::OnceLock<String>>,
     tools_stale: Arc<AtomicBool>,
 }
-
-/// The method of an elicitation request.
-const ELICITATION_METHOD: &str = "elicitation/create";
 
 impl ClientSide {
     /// The wire params with `_meta` (which rmcp moves to the context) put

@@ -10,6 +10,9 @@ pub mod runtime;
 pub mod source;
 mod stdio;
 
+/// The method of an elicitation request.
+pub(crate) const ELICITATION_METHOD: &str = "elicitation/create";
+
 /// The text parts of a tool result, joined by newlines (what a person reads).
 ///
 /// ```

@@ -32,17 +32,17 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sse_stream::Sse;
 
+use super::ELICITATION_METHOD;
+
 /// The key the original params travel under.
 pub const RAW_PARAMS_KEY: &str = "gatehouse/raw";
-
-const ELICITATION_METHOD: &str = "elicitation/create";
 
 /// At most how many bytes [`rescue_message`] adds to a message (the
 /// wrapper; everything else is copied verbatim or shrinks).
 pub const RESCUE_GROWTH: usize = 32;
 
 /// The UTF-8 byte order mark rmcp skips at the start of a line.
-const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Rewrites one raw JSON-RPC message if it is an `elicitation/create`
 /// request that rmcp's model cannot decode, or whose params carry
