@@ -741,3 +741,40 @@ async fn garbage_on_the_wire_is_survived_and_the_server_still_served() {
     assert!(!snapshot.connection(HOSTILE).expect("open").is_closed());
     setup.demo_still_works().await;
 }
+
+/// A server that writes 200 MiB of invalid UTF-8 to stderr without a
+/// newline: gatehouse drains it line-capped (8 KiB kept, the rest discarded
+/// unbuffered) and lossy, so memory stays bounded, the server is never
+/// blocked on a full pipe, and it goes on serving. (Read as whole UTF-8
+/// lines, the flood took 604 MiB and the first invalid byte stopped the
+/// draining.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stderr_flood_without_newlines_is_drained_in_bounded_memory() {
+    const STDERR_BOUND: u64 = 64 * MIB;
+    let _exclusive = MEMORY.write().await;
+    let setup = Scenario::new(&["stderr-flood"]).start();
+    setup.runtime.refresh_if_dirty().await.expect("refresh");
+    let before = rss_bytes();
+    let started = Instant::now();
+    let report = setup.go().await;
+    let elapsed = started.elapsed();
+    let after = rss_bytes();
+    eprintln!(
+        "stderr-flood in {elapsed:?}: VmRSS {:.1} MiB before, {:.1} MiB after",
+        before as f64 / MIB as f64,
+        after as f64 / MIB as f64
+    );
+    assert!(
+        after.saturating_sub(before) < STDERR_BOUND,
+        "VmRSS grew from {before} to {after} bytes"
+    );
+    assert_eq!(report["stderr_bytes"], 200 * MIB);
+    // After the flood the server still asks, and is answered and audited.
+    let response = answer(&report, &json!(1));
+    assert_eq!(response["result"]["action"], "decline", "{response}");
+    assert_eq!(setup.audited(&json!(1)).len(), 1);
+    assert_never_twice_never_accepted(&setup, &report);
+    let snapshot = setup.runtime.snapshot();
+    assert!(!snapshot.connection(HOSTILE).expect("connected").is_closed());
+    setup.demo_still_works().await;
+}

@@ -9,7 +9,7 @@ use gatehouse::mcp::connection::DeclineAll;
 use gatehouse::mcp::result_text as text;
 use gatehouse::mcp::runtime::{McpRuntime, RuntimeError};
 use gatehouse::mcp::source::ConfigSource;
-use gatehouse_tests::{HttpServer, demo_server};
+use gatehouse_tests::{HttpServer, demo_server, hostile_server};
 use serde_json::json;
 
 fn stdio(name: &str, extra: &[&str]) -> ServerConfig {
@@ -419,4 +419,57 @@ async fn a_root_that_appears_later_is_noticed_by_a_probe() {
     runtime.invalidate();
     runtime.refresh_if_dirty().await.expect("refresh");
     assert!(runtime.snapshot().tool("late__srv__echo").is_some());
+}
+
+/// A stdio server starts with the base variables (`BASE_ENV_VARS`), its
+/// `env` and its `env_vars`, and nothing else of the host's environment: a
+/// secret in gatehouse's environment does not reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_gets_only_the_environment_it_is_given() {
+    const SECRET: &str = "GATEHOUSE_TEST_SECRET_NOT_FOR_SERVERS";
+    const PASSED: &str = "GATEHOUSE_TEST_PASSED_THROUGH";
+    // SAFETY: no other test reads or writes these variables.
+    unsafe {
+        std::env::set_var(SECRET, "hunter2");
+        std::env::set_var(PASSED, "through");
+    }
+    let server = RawServer {
+        command: Some(hostile_server().display().to_string()),
+        args: vec!["--mode".into(), "environment".into()],
+        env: [("GIVEN".to_owned(), "given value".to_owned())].into(),
+        env_vars: vec![PASSED.to_owned()],
+        startup_timeout_sec: Some(20.0),
+        ..RawServer::default()
+    }
+    .check("envy")
+    .expect("valid server");
+    let runtime = McpRuntime::new(vec![server], Arc::new(DeclineAll));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    let result = runtime.call_tool("envy__go", None).await.expect("go");
+    let report: serde_json::Value = serde_json::from_str(&text(&result)).expect("a JSON report");
+    let environment = report["environment"].as_object().expect("the environment");
+    assert_eq!(environment.get("GIVEN"), Some(&json!("given value")));
+    assert_eq!(environment.get(PASSED), Some(&json!("through")));
+    assert!(!environment.contains_key(SECRET), "{environment:?}");
+    assert!(
+        environment.values().all(|value| value != "hunter2"),
+        "{environment:?}"
+    );
+    let allowed: Vec<&str> = gatehouse::mcp::connection::BASE_ENV_VARS
+        .iter()
+        .copied()
+        .chain(["GIVEN", PASSED])
+        .collect();
+    let extra: Vec<&String> = environment
+        .keys()
+        .filter(|name| !allowed.contains(&name.as_str()))
+        .collect();
+    assert!(extra.is_empty(), "not given: {extra:?}");
+    if let Some(path) = std::env::var_os("PATH") {
+        assert_eq!(
+            environment.get("PATH"),
+            Some(&json!(path.to_string_lossy())),
+            "the base variables pass through"
+        );
+    }
 }

@@ -12,7 +12,9 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("gatehouse: error: {error:#}");
+            // Errors may quote a guest, a server or a manifest.
+            let error = format!("{error:#}");
+            eprintln!("gatehouse: error: {}", gatehouse::escape::Escaped(&error));
             ExitCode::from(1)
         }
     }

@@ -111,7 +111,11 @@ impl Tally {
                 self.outcomes.record(OutcomeKind::Failed);
                 *self.failures.entry(code).or_default() += 1;
                 if self.first_failure.is_none() {
-                    tracing::warn!(code, "bench: a review failed: {detail}");
+                    tracing::warn!(
+                        code,
+                        "bench: a review failed: {}",
+                        crate::escape::Escaped(&detail)
+                    );
                     self.first_failure = Some(detail);
                 }
             }

@@ -14,6 +14,7 @@ use gatehouse::bench::{
 use gatehouse::chain::{Chain, ChainLink};
 use gatehouse::context::ReviewContext;
 use gatehouse::elicitation::RequestId;
+use gatehouse::escape::Escaped;
 use gatehouse::sandbox::{Limits, Sandbox};
 use serde_json::{Value, json};
 
@@ -239,7 +240,8 @@ fn print_text(
                 .join(", ");
             println!("{:<26} FAILED: {codes}", "");
             if let Some(first) = &run.first_failure {
-                println!("{:<26} first: {first}", "");
+                // It quotes the module or the hook: escaped.
+                println!("{:<26} first: {}", "", Escaped(first));
             }
         }
     }

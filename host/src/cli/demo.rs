@@ -13,6 +13,7 @@ use futures::future::BoxFuture;
 use gatehouse::audit::AuditLog;
 use gatehouse::chain::{Chain, ChainLink};
 use gatehouse::context::ApprovalPolicy;
+use gatehouse::escape::Escaped;
 use gatehouse::mcp::config::RawServer;
 use gatehouse::mcp::connection::IncomingElicitation;
 use gatehouse::mcp::runtime::McpRuntime;
@@ -226,16 +227,18 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             Some(error) => format!("error {}", error["code"]),
             None => line["answer"]["action"].as_str().unwrap_or("?").to_owned(),
         };
+        // Audit fields and server replies are the servers' and modules'
+        // words: escaped.
         println!(
             "{:<2} {:<37} {:<7} {:<7} {:<10} {:<22} {:>6.3} ms  {}",
             index + 1,
             scenario,
-            line["server"].as_str().unwrap_or("?"),
-            line["mode"].as_str().unwrap_or("?"),
-            line["decided_by"].as_str().unwrap_or("?"),
-            deciding,
+            Escaped(line["server"].as_str().unwrap_or("?")),
+            Escaped(line["mode"].as_str().unwrap_or("?")),
+            Escaped(line["decided_by"].as_str().unwrap_or("?")),
+            Escaped(&deciding),
             line["latency_us"].as_f64().unwrap_or(0.0) / 1000.0,
-            answer,
+            Escaped(&answer),
         );
     }
     println!("\nWhat each server received:");
@@ -243,7 +246,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{:<2} {}",
             index + 1,
-            text.lines().next().unwrap_or_default()
+            Escaped(text.lines().next().unwrap_or_default())
         );
     }
     if lines.len() != script.len() {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use gatehouse::escape::Escaped;
 use gatehouse::inspect::{Inspection, host_contract, inspect};
 use gatehouse::sandbox::{Limits, Sandbox};
 
@@ -37,23 +38,25 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Prints the report for people. What `describe()` returned and the
+/// component's own names come from the module: every piece is escaped.
 fn print_text(report: &Inspection) {
-    println!("module    {}", report.source);
+    println!("module    {}", Escaped(&report.source));
     println!("size      {} bytes", report.size);
     println!("sha256    {}", report.sha256);
     println!(
         "contract  {} (host implements {})",
-        report.contract_version.as_deref().unwrap_or("none"),
+        Escaped(report.contract_version.as_deref().unwrap_or("none")),
         host_contract()
     );
     match &report.reviewer {
         Ok(info) => println!(
             "reviewer  {} {} claims [{}]",
-            info.name,
-            info.version,
-            info.claims.join(", ")
+            Escaped(&info.name),
+            Escaped(&info.version),
+            Escaped(&info.claims.join(", "))
         ),
-        Err(error) => println!("reviewer  NOT LOADABLE: {error}"),
+        Err(error) => println!("reviewer  NOT LOADABLE: {}", Escaped(error)),
     }
     if let Some(resources) = &report.resources {
         println!(
@@ -67,10 +70,10 @@ fn print_text(report: &Inspection) {
     }
     println!("exports");
     for export in &report.exports {
-        println!("  {export}");
+        println!("  {}", Escaped(export));
     }
     println!("imports");
     for import in &report.imports {
-        println!("  {import}");
+        println!("  {}", Escaped(import));
     }
 }

@@ -9,9 +9,16 @@ mod reload;
 mod review;
 mod serve;
 
+use std::fmt::{self, Write as _};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use gatehouse::escape::EscapeWriter;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::Writer;
 
 /// Review MCP elicitations with sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -74,6 +81,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Logs to stderr at `quiet` (or more with -v); `RUST_LOG` overrides.
+/// Colours only when stderr is a terminal; every field escaped
+/// ([`EscapedFields`]).
 pub fn init_tracing(verbose: u8, quiet: &str) {
     let default = match verbose {
         0 => quiet,
@@ -85,5 +94,59 @@ pub fn init_tracing(verbose: u8, quiet: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .fmt_fields(EscapedFields)
         .init();
+}
+
+/// Writes an event's fields like tracing's default (the message, then
+/// `name=value`), each escaped with [`EscapeWriter`]. The call sites escape
+/// what they know comes from a guest, a server or a manifest; this is the
+/// backstop for what they do not know, such as our dependencies' own logs
+/// (rmcp quoting a server's bytes). Escaping is idempotent, so text escaped
+/// at its call site passes through unchanged.
+struct EscapedFields;
+
+impl<'writer> FormatFields<'writer> for EscapedFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut visitor = EscapingVisitor {
+            writer,
+            result: Ok(()),
+            first: true,
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct EscapingVisitor<'writer> {
+    writer: Writer<'writer>,
+    result: fmt::Result,
+    first: bool,
+}
+
+impl Visit for EscapingVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.record_debug(field, &format_args!("{value}"));
+        } else {
+            self.record_debug(field, &value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        // `log` records' metadata, which the formatter has shown already.
+        if self.result.is_err() || name.starts_with("log.") {
+            return;
+        }
+        if !std::mem::take(&mut self.first) {
+            self.result = self.writer.write_char(' ');
+        }
+        let mut out = EscapeWriter(&mut self.writer);
+        self.result = self.result.and_then(|()| match name {
+            "message" => write!(out, "{value:?}"),
+            name => write!(out, "{}={value:?}", name.strip_prefix("r#").unwrap_or(name)),
+        });
+    }
 }

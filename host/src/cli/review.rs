@@ -13,6 +13,7 @@ use gatehouse::context::{
     ApprovalPolicy, ApprovalsReviewer, GranularPolicy, ReviewContext, ToolCatalog,
 };
 use gatehouse::elicitation::{ElicitationParams, RequestId};
+use gatehouse::escape::Escaped;
 use gatehouse::request::ReviewRequest;
 use gatehouse::sandbox::{ModuleReport, Sandbox};
 use serde_json::{Value, json};
@@ -256,28 +257,30 @@ fn step_summary(step: &ModuleReport) -> (String, String, String) {
     }
 }
 
+/// Prints a report for people. Rationales, failures, ids and answers come
+/// from guests and captured requests: every piece is escaped.
 fn print_text(path: &Path, request: &ReviewRequest, report: &ChainReport) {
     let context = request.context();
     println!(
         "{}  [{} mode, server {}, id {}]",
-        path.display(),
+        Escaped(&path.display().to_string()),
         request.params().elicitation.mode(),
-        context.server_name,
-        context.request_id
+        Escaped(&context.server_name),
+        Escaped(&context.request_id.to_string())
     );
     for step in &report.steps {
         let (decision, risk, rationale) = step_summary(step);
         println!(
             "  {:<12} {:<22} {:<7} {:>9.3} ms  {}",
-            step.module,
-            decision,
+            Escaped(&step.module),
+            Escaped(&decision),
             risk,
             step.elapsed.as_secs_f64() * 1000.0,
-            rationale.replace('\n', " ")
+            Escaped(&rationale.replace('\n', " "))
         );
     }
     match report.answer() {
-        Some(answer) => println!("  answer: {}", answer.to_wire()),
+        Some(answer) => println!("  answer: {}", Escaped(&answer.to_wire().to_string())),
         None => println!("  answer: none; every module deferred: the person decides"),
     }
 }

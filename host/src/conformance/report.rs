@@ -1,8 +1,11 @@
 //! The kit's report: one row per check, printed as a table, JSON or JUnit.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::escape::{Escaped, escape};
 
 /// One check.
 #[derive(Debug, Clone, Serialize)]
@@ -80,54 +83,68 @@ impl Report {
     }
 
     /// A table for people: case, expected, got, pass/fail, time; then the
-    /// details of each failure.
+    /// details of each failure. What the module said (its `describe()`
+    /// name, outcomes, failure details) is escaped; JSON and JUnit escape
+    /// it by their own rules.
     pub fn to_text(&self) -> String {
-        let width = |pick: fn(&CaseResult) -> &str, floor: usize| {
-            self.results
-                .iter()
-                .map(|result| pick(result).chars().count())
+        let rows: Vec<[Cow<'_, str>; 4]> = self
+            .results
+            .iter()
+            .map(|result| {
+                [
+                    escape(&result.case),
+                    escape(&result.expected),
+                    escape(&result.got),
+                    escape(result.detail.as_deref().unwrap_or("no detail")),
+                ]
+            })
+            .collect();
+        let width = |column: usize, floor: usize| {
+            rows.iter()
+                .map(|row| row[column].chars().count())
                 .max()
                 .unwrap_or(0)
                 .clamp(floor, 60)
         };
-        let case_width = width(|result| &result.case, 4);
-        let expected_width = width(|result| &result.expected, 8);
-        let got_width = width(|result| &result.got, 3);
-        let mut text = format!("conformance of {}\n", self.module);
+        let case_width = width(0, 4);
+        let expected_width = width(1, 8);
+        let got_width = width(2, 3);
+        let mut text = format!("conformance of {}\n", Escaped(&self.module));
         if let Some(digest) = &self.digest {
-            text.push_str(&format!("sha256 {digest}\n"));
+            text.push_str(&format!("sha256 {}\n", Escaped(digest)));
         }
         text.push_str(&format!(
             "{:<9} {:<case_width$} {:<expected_width$} {:<got_width$} {:<4} {:>10}\n",
             "suite", "case", "expected", "got", "", "time"
         ));
-        for result in &self.results {
+        for (result, [case, expected, got, _]) in self.results.iter().zip(&rows) {
             text.push_str(&format!(
                 "{:<9} {:<case_width$} {:<expected_width$} {:<got_width$} {:<4} {:>7.3} ms\n",
-                result.suite,
-                clip(&result.case, case_width),
-                clip(&result.expected, expected_width),
-                clip(&result.got, got_width),
+                Escaped(&result.suite),
+                clip(case, case_width),
+                clip(expected, expected_width),
+                clip(got, got_width),
                 if result.passed { "pass" } else { "FAIL" },
                 result.time.as_secs_f64() * 1000.0,
             ));
         }
-        let failed: Vec<&CaseResult> = self.failures().collect();
-        for result in &failed {
-            text.push_str(&format!(
-                "\nFAIL {} / {}: {}",
-                result.suite,
-                result.case,
-                result.detail.as_deref().unwrap_or("no detail")
-            ));
+        let mut failed = 0;
+        for (result, [case, _, _, detail]) in self.results.iter().zip(&rows) {
+            if !result.passed {
+                failed += 1;
+                text.push_str(&format!(
+                    "\nFAIL {} / {case}: {detail}",
+                    Escaped(&result.suite)
+                ));
+            }
         }
-        if !failed.is_empty() {
+        if failed > 0 {
             text.push('\n');
         }
         text.push_str(&format!(
             "\n{} passed, {} failed\n",
-            self.results.len() - failed.len(),
-            failed.len()
+            self.results.len() - failed,
+            failed
         ));
         text
     }
@@ -175,5 +192,42 @@ fn clip(text: &str, width: usize) -> String {
         let mut clipped: String = text.chars().take(width.saturating_sub(1)).collect();
         clipped.push('…');
         clipped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_report_escapes_what_the_module_said() {
+        let hostile = "x\u{1b}]0;pwned\u{7}\r\nFORGED 1 passed, 0 failed\u{9b}2J\u{202e}";
+        let mut report = Report::new("m.wasm");
+        report.push(
+            "contract",
+            "describe",
+            ("a name", &format!("{hostile} 0.1")),
+            true,
+            None,
+            Duration::ZERO,
+        );
+        report.push(
+            "contract",
+            hostile,
+            ("decline", "accept"),
+            false,
+            Some(hostile.to_owned()),
+            Duration::ZERO,
+        );
+        let text = report.to_text();
+        for raw in ['\u{1b}', '\r', '\u{7}', '\u{9b}', '\u{202e}'] {
+            assert!(!text.contains(raw), "raw {raw:?} in {text}");
+        }
+        assert!(
+            text.lines().all(|line| !line.starts_with("FORGED")),
+            "{text}"
+        );
+        assert!(text.contains(r"\u{1b}]0;pwned\u{7}\r\nFORGED"), "{text}");
+        assert!(text.ends_with("\n1 passed, 1 failed\n"), "{text}");
     }
 }

@@ -7,6 +7,7 @@ use super::error::DiscoveryError;
 use super::limits::DiscoveryLimits;
 use super::root::{DiscoveredServer, RootDiscovery, discover_root, discover_root_within};
 use super::roots::CapabilityRoot;
+use crate::escape::Escaped;
 
 /// One root's result in a pass.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,7 +158,7 @@ impl DiscoveryCache {
         match &result {
             // `discover_root_within` has warned already.
             Err(DiscoveryError::OutsideWorkspace { .. }) => {}
-            Err(error) => tracing::warn!("{error}"),
+            Err(error) => tracing::warn!("{}", Escaped(&error.to_string())),
             Ok(_) => {}
         }
         if !result.as_ref().is_err_and(DiscoveryError::is_transient) {
@@ -183,7 +184,7 @@ fn merge(results: &[RootResult]) -> (Vec<DiscoveredServer>, Vec<String>) {
                     server.name,
                     server.source.display()
                 );
-                tracing::warn!("{warning}");
+                tracing::warn!("{}", Escaped(&warning));
                 warnings.push(warning);
             } else {
                 owners.insert(&server.name, &entry.root.id);

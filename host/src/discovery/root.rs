@@ -11,6 +11,7 @@ use super::roots::CapabilityRoot;
 use super::walk::walk;
 use super::warnings::Warnings;
 use super::workspace::is_allowed;
+use crate::escape::Escaped;
 use crate::mcp::config::ServerConfig;
 
 /// A server found in a root.
@@ -68,7 +69,7 @@ pub fn discover_root_within(
             id: root.id.clone(),
             path: root.path.clone(),
         };
-        tracing::warn!("skipping: {error}");
+        tracing::warn!("skipping: {}", Escaped(&error.to_string()));
         return Err(error);
     }
     require_directory(root, &canonical)?;

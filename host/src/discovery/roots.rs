@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::escape::Escaped;
+
 /// The most roots used at once; extras are dropped with a warning.
 pub const MAX_ROOTS: usize = 256;
 
@@ -38,9 +40,9 @@ pub fn combine_roots(
         match combined.iter().find(|kept| kept.id == root.id) {
             Some(kept) if kept.path != root.path => tracing::warn!(
                 "capability root `{}`: ignoring {} because the id is already used for {}",
-                root.id,
-                root.path.display(),
-                kept.path.display()
+                Escaped(&root.id),
+                Escaped(&root.path.display().to_string()),
+                Escaped(&kept.path.display().to_string())
             ),
             Some(_) => {}
             None => combined.push(root.clone()),

@@ -1,5 +1,7 @@
 //! Warnings about one root: logged and kept for the caller.
 
+use crate::escape::Escaped;
+
 /// The warnings of one root's discovery.
 #[derive(Debug)]
 pub(crate) struct Warnings {
@@ -16,9 +18,9 @@ impl Warnings {
         }
     }
 
-    /// Logs `message` and keeps it.
+    /// Logs `message` (escaped: it may quote a manifest) and keeps it.
     pub(crate) fn push(&mut self, message: String) {
-        tracing::warn!(root = %self.root, "{message}");
+        tracing::warn!(root = %Escaped(&self.root), "{}", Escaped(&message));
         self.list.push(message);
     }
 

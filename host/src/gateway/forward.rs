@@ -13,6 +13,7 @@ use rmcp::model::{
     ErrorData, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource, ResourceTemplate,
 };
 
+use crate::escape::Escaped;
 use crate::mcp::connection::{ConnectError, Connection};
 use crate::mcp::naming::qualified_names;
 use crate::mcp::runtime::Snapshot;
@@ -45,14 +46,14 @@ impl Forwarder {
                 Ok(items) => {
                     for resource in items {
                         if let Some(first) = owners.get(&resource.uri) {
-                            tracing::warn!(uri = %resource.uri, first = %first, second = server, "two servers list the same resource URI; reads go to the first");
+                            tracing::warn!(uri = %Escaped(&resource.uri), first = %first, second = server, "two servers list the same resource URI; reads go to the first");
                             continue;
                         }
                         owners.insert(resource.uri.clone(), server.to_owned());
                         resources.push(resource);
                     }
                 }
-                Err(error) => tracing::warn!("{error}"),
+                Err(error) => tracing::warn!("{}", Escaped(&error.to_string())),
             }
         }
         if let Ok(mut slot) = self.resource_owners.lock() {
@@ -72,7 +73,11 @@ impl Forwarder {
         .await;
         listed
             .into_iter()
-            .filter_map(|result| result.map_err(|error| tracing::warn!("{error}")).ok())
+            .filter_map(|result| {
+                result
+                    .map_err(|error| tracing::warn!("{}", Escaped(&error.to_string())))
+                    .ok()
+            })
             .flatten()
             .collect()
     }
@@ -131,7 +136,7 @@ impl Forwarder {
                 Ok(items) => {
                     prompts.extend(items.into_iter().map(|prompt| (server.to_owned(), prompt)))
                 }
-                Err(error) => tracing::warn!("{error}"),
+                Err(error) => tracing::warn!("{}", Escaped(&error.to_string())),
             }
         }
         let identities: Vec<(&str, &str)> = prompts

@@ -44,7 +44,10 @@ impl Gateway {
 
     async fn refreshed(&self) -> Arc<crate::mcp::runtime::Snapshot> {
         if let Err(error) = self.runtime.refresh_if_dirty().await {
-            tracing::warn!("refresh failed; serving the last catalog: {error}");
+            tracing::warn!(
+                "refresh failed; serving the last catalog: {}",
+                crate::escape::Escaped(&error.to_string())
+            );
         }
         self.runtime.snapshot()
     }

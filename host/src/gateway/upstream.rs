@@ -112,7 +112,11 @@ impl Person for Upstream {
         let server = server.to_owned();
         runtime.spawn(async move {
             if let Err(error) = peer.send_notification(notification).await {
-                tracing::warn!(%server, "cannot forward {ELICITATION_COMPLETE} upstream: {error}");
+                tracing::warn!(
+                    %server,
+                    "cannot forward {ELICITATION_COMPLETE} upstream: {}",
+                    crate::escape::Escaped(&error.to_string())
+                );
             }
         });
     }

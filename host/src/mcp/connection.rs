@@ -31,6 +31,7 @@ use super::ELICITATION_METHOD;
 use super::config::{Lifecycle, ServerConfig, Transport};
 use super::rescue::{RescuingHttpClient, unwrap_params};
 use super::stdio::StdioServer;
+use crate::escape::Escaped;
 
 /// Host environment variables every stdio server gets (besides its own
 /// `env` and `env_vars`); everything else in the host's environment stays
@@ -295,7 +296,7 @@ impl ClientHandler for ClientSide {
                 ),
             }
         } else {
-            tracing::debug!(server = %self.server, method = %notification.method, "unknown notification ignored");
+            tracing::debug!(server = %self.server, method = %Escaped(&notification.method), "unknown notification ignored");
         }
         std::future::ready(())
     }

@@ -25,6 +25,7 @@ use super::connection::{ConnectError, Connection, ConnectionHooks, ElicitationHa
 use super::naming::qualified_names;
 use super::refresh::RefreshState;
 use crate::context::{CatalogTool, ToolAnnotations, ToolCatalog};
+use crate::escape::Escaped;
 
 /// Where the desired server set comes from (the config file and discovery).
 pub trait DesiredServers: Send + Sync + 'static {
@@ -332,7 +333,7 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
             }
             Err(error) if required => return Err(RuntimeError::RequiredServerFailed(error)),
             Err(error) => {
-                tracing::warn!("skipping optional server: {error}");
+                tracing::warn!("skipping optional server: {}", Escaped(&error.to_string()));
                 failures.insert(error.server().to_owned(), error.to_string());
             }
         }
@@ -349,7 +350,7 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
             match connection.list_tools().await {
                 Ok(tools) => listed.push((name.clone(), tools)),
                 Err(error) => {
-                    tracing::warn!("{error}");
+                    tracing::warn!("{}", Escaped(&error.to_string()));
                     failures.insert(name.clone(), error.to_string());
                     listed.push((name.clone(), known));
                 }

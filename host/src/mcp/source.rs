@@ -11,6 +11,7 @@ use super::config::ServerConfig;
 use super::runtime::{DesiredServers, RuntimeError};
 use crate::config::Config;
 use crate::discovery::{CapabilityRoot, DiscoveryCache, DiscoveryLimits, combine_roots};
+use crate::escape::Escaped;
 
 /// Desired servers from a config file and discovery. Share it behind an
 /// `Arc`: the runtime reads it, the host tells it about selected roots.
@@ -108,13 +109,13 @@ impl ConfigSource {
         );
         let pass = cache.discover(&roots, &self.limits);
         for warning in pass.warnings() {
-            tracing::warn!("{warning}");
+            tracing::warn!("{}", Escaped(warning));
         }
         for discovered in pass.servers() {
             if servers.iter().any(|server| server.name == discovered.name) {
                 tracing::warn!(
-                    server = %discovered.name,
-                    source = %discovered.source.display(),
+                    server = %Escaped(&discovered.name),
+                    source = %Escaped(&discovered.source.display().to_string()),
                     "a configured server has this name; the discovered one is ignored"
                 );
             } else {

@@ -183,6 +183,11 @@ impl ReviewerModule {
         &self.source
     }
 
+    /// The limits its reviews run under (its sandbox's).
+    pub fn limits(&self) -> &super::Limits {
+        &self.shared.limits
+    }
+
     /// Its sha256, lower-case hex.
     pub fn digest(&self) -> &str {
         &self.digest
@@ -226,8 +231,9 @@ impl ReviewerModule {
             tracing::warn!(
                 module = %self.name,
                 code = failure.code(),
-                stderr = %logs.stderr,
-                "review failed: {failure}"
+                stderr = %crate::escape::Escaped(&logs.stderr),
+                "review failed: {}",
+                crate::escape::Escaped(&failure.to_string())
             );
         }
         ModuleReport {

@@ -12,6 +12,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::ticker::Deadline;
 use crate::contract::logging::{self, Level};
+use crate::escape::Escaped;
 use crate::sandbox::Limits;
 
 /// A log entry a guest wrote.
@@ -139,6 +140,11 @@ impl ReviewState {
         }
     }
 
+    /// The review's resource table (what WASI's pollables and streams live in).
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
     /// The logs, with stderr attached.
     pub(crate) fn into_logs(self) -> ReviewLogs {
         let mut logs = self.logs;
@@ -194,21 +200,24 @@ impl logging::Host for ReviewState {
             .map(|(key, value)| format!("{key}={value}"))
             .collect::<Vec<_>>()
             .join(" ");
+        // Guest text: escaped, so it cannot forge lines or drive a terminal.
+        let rendered = Escaped(&rendered);
+        let shown = Escaped(&message);
         match level {
             Level::Trace => {
-                tracing::trace!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+                tracing::trace!(target: "gatehouse::guest", module, fields = %rendered, "{shown}")
             }
             Level::Debug => {
-                tracing::debug!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+                tracing::debug!(target: "gatehouse::guest", module, fields = %rendered, "{shown}")
             }
             Level::Info => {
-                tracing::info!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+                tracing::info!(target: "gatehouse::guest", module, fields = %rendered, "{shown}")
             }
             Level::Warn => {
-                tracing::warn!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+                tracing::warn!(target: "gatehouse::guest", module, fields = %rendered, "{shown}")
             }
             Level::Error => {
-                tracing::error!(target: "gatehouse::guest", module, fields = %rendered, "{message}")
+                tracing::error!(target: "gatehouse::guest", module, fields = %rendered, "{shown}")
             }
         }
         self.logs.entries.push(GuestLog {
