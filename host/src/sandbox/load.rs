@@ -175,52 +175,31 @@ pub(crate) fn load(
 
 /// Compiles `bytes`, through the on-disk cache when the sandbox has one.
 fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
-    let Some(dir) = &shared.compile_cache else {
+    let Some(cache) = &shared.compile_cache else {
         return Component::new(&shared.engine, bytes);
     };
-    let path = dir.join(format!(
-        "{digest}-{:016x}.cwasm",
-        compatibility(&shared.engine)
-    ));
-    // Read into memory rather than map the file: a cache file truncated
-    // while mapped would crash the host.
-    if let Ok(cached) = std::fs::read(&path) {
-        // SAFETY: files in the cache are written only by `store_compiled`
-        // below, from `precompile_component` of this engine configuration
-        // (the name carries its compatibility hash) and of the bytes whose
-        // sha256 the name carries; the directory is private to this user.
-        // wasmtime also checks the artifact's header against the engine.
-        match unsafe { Component::deserialize(&shared.engine, &cached) } {
+    let engine = compatibility(&shared.engine);
+    // The artifact is read into memory rather than mapped: a cache file
+    // truncated while mapped would crash the host.
+    if let Some(artifact) = cache.get(digest, engine) {
+        // SAFETY: `get` hands out only an artifact whose HMAC under this
+        // host's key (kept outside the cache directory) verifies over its
+        // bytes, `digest` and `engine`; only `put` below makes such tags, over
+        // `precompile_component` of this engine configuration and of the bytes
+        // whose sha256 is `digest`. wasmtime also checks the artifact's header
+        // against the engine.
+        match unsafe { Component::deserialize(&shared.engine, artifact.bytes()) } {
             Ok(component) => return Ok(component),
-            Err(error) => {
-                tracing::warn!(path = %path.display(), "discarding an unusable compiled module: {error:#}");
-                let _ = std::fs::remove_file(&path);
-            }
+            Err(error) => cache.discard(digest, engine, &format_args!("{error:#}")),
         }
     }
     let compiled = shared.engine.precompile_component(bytes)?;
-    if let Err(error) = store_compiled(dir, &path, &compiled) {
-        tracing::warn!(path = %path.display(), "cannot cache the compiled module: {error}");
+    if let Err(error) = cache.put(digest, engine, &compiled) {
+        tracing::warn!("cannot cache the compiled module: {error}");
     }
     // SAFETY: `compiled` was just produced by this engine's
     // `precompile_component`.
     unsafe { Component::deserialize(&shared.engine, &compiled) }
-}
-
-/// Writes a compiled artifact atomically into a private directory.
-fn store_compiled(
-    dir: &std::path::Path,
-    path: &std::path::Path,
-    compiled: &[u8],
-) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)?;
-    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&temporary, compiled)?;
-    std::fs::rename(&temporary, path)
 }
 
 /// The engine's compatibility hash, as a number for file names.
