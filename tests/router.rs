@@ -552,3 +552,57 @@ async fn a_server_pinned_to_2025_06_18_is_reviewed_the_same_way() {
         .collect();
     assert_eq!(decided, [json!("guest"), json!("person")]);
 }
+
+/// A full disk under the audit log: `/dev/full` fails every write. Neither
+/// an accept of the chain nor one of the person reaches the server, in any
+/// `audit_sync` mode; the server still gets an answer (a decline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accept_that_cannot_be_audited_is_never_sent() {
+    use gatehouse::audit::AuditSync;
+    for mode in AuditSync::ALL {
+        let sandbox = sandbox();
+        let guardian = load(&sandbox, "gatehouse_guardian");
+        let chain =
+            Chain::new(vec![ChainLink::new(guardian).with_config(
+                r#"{"allow": [{"server": "git", "tool": "delete_branch"}]}"#,
+            )]);
+        let audit = Arc::new(AuditLog::open_with("/dev/full", mode).expect("opens /dev/full"));
+        let router = Arc::new(Router::new(
+            chain,
+            ElicitationSettings::default(),
+            audit,
+            Arc::new(Answers(json!({"name": "Ada"}))),
+            8,
+        ));
+        let server = RawServer {
+            command: Some(demo_server().display().to_string()),
+            args: vec!["--name".to_owned(), "git".to_owned()],
+            startup_timeout_sec: Some(20.0),
+            ..RawServer::default()
+        }
+        .check("git")
+        .expect("valid");
+        let runtime = McpRuntime::new(vec![server], Arc::new(router.clone()));
+        let catalog = runtime.clone();
+        router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+        let ask = |tool: &'static str, arguments: Value| {
+            let runtime = runtime.clone();
+            async move {
+                let result = runtime
+                    .call_tool(tool, arguments.as_object().cloned())
+                    .await
+                    .expect("tool call");
+                text(&result)
+            }
+        };
+        // The chain accepts (the same chain with a working log does:
+        // `the_guardian_approves_what_its_rules_allow`).
+        let by_chain = ask("git__delete_branch", json!({"branch": "topic"})).await;
+        assert!(!by_chain.contains("accept"), "{mode}: {by_chain}");
+        assert!(by_chain.contains("answered: decline"), "{mode}: {by_chain}");
+        // The person accepts.
+        let by_person = ask("git__ask_name", json!({})).await;
+        assert!(!by_person.contains("hello Ada"), "{mode}: {by_person}");
+        assert!(by_person.contains("decline"), "{mode}: {by_person}");
+    }
+}

@@ -187,7 +187,19 @@ impl Config {
         )
     }
 
-    /// The control socket `gatehouse reload` talks to.
+    /// The audit log file (`[elicitations] audit_log`, relative to this
+    /// file; default `gatehouse-audit.jsonl`).
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.base_dir().join(
+            self.elicitations
+                .audit_log
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("gatehouse-audit.jsonl")),
+        )
+    }
+
+    /// The control socket `gatehouse reload` talks to (in a directory only
+    /// this user may enter; see [`crate::control`]).
     pub fn control_socket(&self) -> PathBuf {
         self.base_dir().join(".gatehouse/control.sock")
     }
@@ -344,5 +356,28 @@ mod tests {
             .to_limits();
         assert_eq!(limits.deadline(), Duration::from_millis(20));
         assert_eq!(limits.memory_bytes(), Limits::default().memory_bytes());
+    }
+
+    #[test]
+    fn audit_sync_takes_three_values_and_names_the_field_otherwise() {
+        use crate::audit::AuditSync;
+        let parse = |value: &str| {
+            Config::parse(
+                &format!("[elicitations]\naudit_sync = {value}\n"),
+                Path::new("g.toml"),
+            )
+        };
+        for mode in AuditSync::ALL {
+            let config = parse(&format!("{:?}", mode.name())).expect("parses");
+            assert_eq!(config.elicitations.audit_sync, mode);
+        }
+        let defaulted = Config::parse("", Path::new("g.toml")).expect("parses");
+        assert_eq!(defaulted.elicitations.audit_sync, AuditSync::Batch);
+        for wrong in ["\"sometimes\"", "\"ALWAYS\"", "\"\"", "1", "true"] {
+            let message = parse(wrong).unwrap_err().to_string();
+            assert!(message.starts_with("g.toml:"), "{message}");
+            assert!(message.contains("audit_sync"), "{wrong}: {message}");
+            assert!(message.contains("\"batch\""), "{wrong}: {message}");
+        }
     }
 }

@@ -116,6 +116,11 @@ impl Reloader {
                 "elicitations.audit_log changed; the audit log stays where it was opened until a restart"
             );
         }
+        if settings.audit_sync != current.audit_sync {
+            tracing::warn!(
+                "elicitations.audit_sync changed; the audit log keeps syncing as it did until a restart"
+            );
+        }
         let settings_changed = *current != settings;
         self.router.swap_chain(chain);
         self.router.swap_settings(settings);

@@ -1,7 +1,7 @@
-//! `gatehouse reload`: asks a running `gatehouse serve` to reload its
-//! reviewer chain, and prints what it answered.
+//! `gatehouse reload`: asks a running `gatehouse serve` to reopen its audit
+//! log and reload its reviewer chain, and prints what it answered.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,10 +9,11 @@ use anyhow::Context;
 use gatehouse::config::Config;
 
 /// Reload the reviewer chain of a running `gatehouse serve` (through its
-/// control socket, `.gatehouse/control.sock` beside the config). Prints the
-/// new modules and digests, or why the reload was refused (the old chain
-/// keeps serving). Exits 0 on success, 1 otherwise. `kill -HUP` does the
-/// same without the answer.
+/// control socket, `.gatehouse/control.sock` beside the config, which only
+/// the server's own user may use) and reopen its audit log (after rotating
+/// it). Prints the new modules and digests, or why the reload was refused
+/// (the old chain keeps serving). Exits 0 on success, 1 otherwise.
+/// `kill -HUP` does the same without the answer.
 #[derive(Debug, clap::Args)]
 pub struct ReloadArgs {
     /// The config file the server runs with.
@@ -30,8 +31,9 @@ pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
         })?;
         stream.write_all(b"reload\n")?;
         let mut reply = String::new();
-        BufReader::new(stream).read_line(&mut reply)?;
-        println!("{}", reply.trim_end());
+        // One line is the answer; a server that says more is cut off.
+        BufReader::new(stream.take(64 * 1024)).read_line(&mut reply)?;
+        println!("{}", gatehouse::escape::Escaped(reply.trim_end()));
         Ok(if reply.starts_with("ok") {
             ExitCode::SUCCESS
         } else {

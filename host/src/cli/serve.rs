@@ -43,19 +43,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let limits = config.review.limits.to_limits();
     let sandbox = Sandbox::with_compile_cache(limits.clone(), config.compile_cache_dir())?;
-    let audit_path = config.base_dir().join(
-        config
-            .elicitations
-            .audit_log
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("gatehouse-audit.jsonl")),
-    );
-    let audit = Arc::new(AuditLog::open(&audit_path)?);
+    let audit = Arc::new(AuditLog::open_with(
+        config.audit_log_path(),
+        config.elicitations.audit_sync,
+    )?);
     let upstream = Arc::new(Upstream::default());
     let router = Arc::new(Router::new(
         Chain::default(),
         config.elicitations.clone(),
-        audit,
+        audit.clone(),
         upstream.clone(),
         limits.concurrent_reviews() as usize,
     ));
@@ -84,7 +80,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(path = %path.display(), "config changed");
         watched.invalidate();
     })?;
-    let reloads = spawn_reloads(reloader.clone(), &args.config, &config.control_socket())?;
+    let reloads = spawn_reloads(
+        reloader.clone(),
+        audit.clone(),
+        &args.config,
+        &config.control_socket(),
+    )?;
     let gateway = Gateway::new(mcp.clone(), upstream);
     let served = match &args.listen {
         None => {
@@ -102,117 +103,145 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
     router.drain(std::time::Duration::from_secs(5)).await;
-    reloads.abort();
+    reloads.stop();
     let _ = std::fs::remove_file(config.control_socket());
+    if let Err(error) = audit.sync() {
+        tracing::error!("{error}");
+    }
     drop(mcp);
     served.map(|()| ExitCode::SUCCESS)
 }
 
+/// What keeps reloads coming: the file watcher, the SIGHUP task and the
+/// control socket.
+struct Reloads {
+    _watcher: FileWatcher,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Reloads {
+    fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
 /// Reloads the chain on a change to the config or a module file, on SIGHUP,
 /// and on `gatehouse reload` (a line `reload` on the control socket, answered
-/// with `ok ...` or `error: ...`). Failures keep the old chain and are logged
-/// and reported to whoever asked.
+/// with `ok ...` or `error: ...`); SIGHUP and `gatehouse reload` reopen the
+/// audit log first (rotation). Reloads are coalesced: one runs, one waits,
+/// whatever the number of requests. Failures keep the old chain and are
+/// logged and reported to whoever asked.
 fn spawn_reloads(
     reloader: Arc<Reloader>,
+    audit: Arc<AuditLog>,
     config: &std::path::Path,
     socket: &std::path::Path,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let (trigger, mut triggers) =
-        tokio::sync::mpsc::unbounded_channel::<Option<tokio::sync::oneshot::Sender<String>>>();
+) -> anyhow::Result<Reloads> {
+    let job: gatehouse::control::Job = {
+        let reloader = reloader.clone();
+        Arc::new(move || Box::pin(reload_chain(reloader.clone())))
+    };
+    // Editors write in bursts: each reload starts 100 ms after it is wanted.
+    let coalescer = gatehouse::control::Coalescer::new(std::time::Duration::from_millis(100), job);
     let mut watched: Vec<PathBuf> = reloader.module_paths();
     watched.push(config.to_path_buf());
     let paths: Vec<&std::path::Path> = watched.iter().map(PathBuf::as_path).collect();
-    let on_change = trigger.clone();
+    let on_change = coalescer.clone();
     let watcher = FileWatcher::new(&paths, move |path| {
         tracing::info!(path = %path.display(), "a module or the config changed; reloading the chain");
-        let _ = on_change.send(None);
+        on_change.trigger();
     })?;
+    #[allow(unused_mut)]
+    let mut tasks = Vec::new();
     #[cfg(unix)]
     {
-        let on_hangup = trigger.clone();
+        use gatehouse::control::{self, Handler, Request};
+        let on_hangup = coalescer.clone();
+        let hangup_audit = audit.clone();
         let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-        tokio::spawn(async move {
+        tasks.push(tokio::spawn(async move {
             while hangups.recv().await.is_some() {
-                tracing::info!("SIGHUP: reloading the chain");
-                let _ = on_hangup.send(None);
+                tracing::info!("SIGHUP: reopening the audit log and reloading the chain");
+                let _ = reopen_audit(&hangup_audit).await;
+                on_hangup.trigger();
             }
-        });
-        if let Some(dir) = socket.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let _ = std::fs::remove_file(socket);
-        let listener = tokio::net::UnixListener::bind(socket)
+        }));
+        let listener = control::bind(socket)
             .with_context(|| format!("cannot listen on the control socket {}", socket.display()))?;
-        let on_command = trigger.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let on_command = on_command.clone();
-                tokio::spawn(async move {
-                    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-                    let (reader, mut writer) = stream.into_split();
-                    let mut line = String::new();
-                    let mut reader = tokio::io::BufReader::new(reader);
-                    if reader.read_line(&mut line).await.is_err() {
-                        return;
+        let handler: Handler = Arc::new(move |request| match request {
+            Request::Reload => {
+                let audit = audit.clone();
+                let coalescer = coalescer.clone();
+                Box::pin(async move {
+                    let reopened = reopen_audit(&audit).await;
+                    let answer = coalescer.request().await;
+                    match reopened {
+                        Ok(()) if answer.starts_with("ok") => {
+                            format!("{answer}; audit log reopened")
+                        }
+                        Ok(()) => answer,
+                        Err(error) => format!(
+                            "error: the audit log was not reopened, records still go to the old file: {error}; the chain: {answer}"
+                        ),
                     }
-                    let reply = if line.trim() == "reload" {
-                        let (answer, answered) = tokio::sync::oneshot::channel();
-                        let _ = on_command.send(Some(answer));
-                        answered
-                            .await
-                            .unwrap_or_else(|_| "error: the reloader stopped".to_owned())
-                    } else {
-                        format!("error: unknown command {:?}; try `reload`", line.trim())
-                    };
-                    let _ = writer.write_all(format!("{reply}\n").as_bytes()).await;
-                });
+                })
             }
         });
+        tasks.push(tokio::spawn(control::serve(listener, handler)));
     }
-    Ok(tokio::spawn(async move {
-        let _watcher = watcher;
-        while let Some(reply) = triggers.recv().await {
-            // Editors write in bursts: let them settle, then take every
-            // request that came in as one reload.
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            let mut replies: Vec<tokio::sync::oneshot::Sender<String>> =
-                reply.into_iter().collect();
-            while let Ok(more) = triggers.try_recv() {
-                replies.extend(more);
-            }
-            let reloader = reloader.clone();
-            let outcome = tokio::task::spawn_blocking(move || reloader.reload()).await;
-            let message = match outcome {
-                Ok(Ok(reloaded)) => {
-                    let modules: Vec<String> = reloaded
-                        .modules
-                        .iter()
-                        .map(|(name, digest)| format!("{name}={digest}"))
-                        .collect();
-                    let settings = if reloaded.settings_changed {
-                        "; [elicitations] updated"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "ok {} ({:?}){settings}",
-                        modules.join(" "),
-                        reloaded.elapsed
-                    )
-                }
-                Ok(Err(error)) => {
-                    tracing::error!(
-                        "reload refused; the old chain and settings keep serving: {error}"
-                    );
-                    format!("error: {error}")
-                }
-                Err(error) => format!("error: the reload task failed: {error}"),
-            };
-            for reply in replies {
-                let _ = reply.send(message.clone());
-            }
+    #[cfg(not(unix))]
+    let _ = (socket, audit, coalescer);
+    Ok(Reloads {
+        _watcher: watcher,
+        tasks,
+    })
+}
+
+/// Reopens the audit log off the async threads; logs a failure.
+async fn reopen_audit(audit: &Arc<AuditLog>) -> Result<(), String> {
+    let audit = audit.clone();
+    match tokio::task::spawn_blocking(move || audit.reopen()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::error!(
+                "the audit log was not reopened; records still go to the old file: {error}"
+            );
+            Err(error.to_string())
         }
-    }))
+        Err(error) => Err(format!("the reopen task failed: {error}")),
+    }
+}
+
+/// One reload of the chain and settings, as the line `gatehouse reload`
+/// prints.
+async fn reload_chain(reloader: Arc<Reloader>) -> String {
+    let outcome = tokio::task::spawn_blocking(move || reloader.reload()).await;
+    match outcome {
+        Ok(Ok(reloaded)) => {
+            let modules: Vec<String> = reloaded
+                .modules
+                .iter()
+                .map(|(name, digest)| format!("{name}={digest}"))
+                .collect();
+            let settings = if reloaded.settings_changed {
+                "; [elicitations] updated"
+            } else {
+                ""
+            };
+            format!(
+                "ok {} ({:?}){settings}",
+                modules.join(" "),
+                reloaded.elapsed
+            )
+        }
+        Ok(Err(error)) => {
+            tracing::error!("reload refused; the old chain and settings keep serving: {error}");
+            format!("error: {error}")
+        }
+        Err(error) => format!("error: the reload task failed: {error}"),
+    }
 }
 
 async fn serve_http(gateway: Gateway, address: &str) -> anyhow::Result<()> {

@@ -10,6 +10,7 @@
 //! person_timeout_sec = 300          # then the elicitation is cancelled
 //! max_in_flight_per_server = 256    # more at once from one server are declined at once
 //! audit_log = "gatehouse-audit.jsonl"
+//! audit_sync = "batch"              # always | batch | never: when records are fdatasynced
 //!
 //! [elicitations.servers.github]
 //! approvals_reviewer = "user"
@@ -73,6 +74,10 @@ pub struct ElicitationSettings {
     /// The audit log file, relative to the config file (default
     /// `gatehouse-audit.jsonl`).
     pub audit_log: Option<std::path::PathBuf>,
+    /// When audit records are `fdatasync`ed: `always` (before each answer),
+    /// `batch` (the default: in the background, at most every 200 ms) or
+    /// `never` (left to the OS). Read at start-up.
+    pub audit_sync: crate::audit::AuditSync,
 }
 
 impl Default for ElicitationSettings {
@@ -87,6 +92,7 @@ impl Default for ElicitationSettings {
             max_in_flight_per_server: DEFAULT_MAX_IN_FLIGHT_PER_SERVER,
             servers: BTreeMap::new(),
             audit_log: None,
+            audit_sync: crate::audit::AuditSync::default(),
         }
     }
 }
