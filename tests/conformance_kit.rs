@@ -113,6 +113,33 @@ fn an_endless_loop_fails_totality_with_the_deadline() {
     );
 }
 
+/// Guests that wait in WASI (sleep, poll, stdin) fail totality with the
+/// deadline like an endless loop, and the kit finishes: each review ends at
+/// its deadline, so the whole suite takes seconds, not an hour per case.
+#[test]
+fn guests_waiting_in_wasi_fail_totality_with_the_deadline() {
+    for name in [
+        "test_guest_sleep",
+        "test_guest_poll_forever",
+        "test_guest_stdin_block",
+    ] {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            assert_fails_only(name, Suite::Contract, &["answers:"], "deadline");
+            let _ = done.send(());
+        });
+        match finished.recv_timeout(std::time::Duration::from_secs(300)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("{name}: the kit did not finish: a review outlived its deadline")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("{name}: the kit's report was wrong (see the panic above)")
+            }
+        }
+    }
+}
+
 #[test]
 fn a_trap_fails_totality() {
     assert_fails_only("test_guest_trap", Suite::Contract, &["answers:"], "trap");

@@ -144,6 +144,19 @@ impl Chain {
         self.links.is_empty()
     }
 
+    /// The longest [`Chain::review`] can take when every module runs to its
+    /// deadline: their deadlines added up. The router waits no longer than
+    /// this plus a margin.
+    pub fn deadline_sum(&self) -> std::time::Duration {
+        self.links
+            .iter()
+            .map(|link| link.module.limits().deadline())
+            .fold(
+                std::time::Duration::ZERO,
+                std::time::Duration::saturating_add,
+            )
+    }
+
     /// Runs the request through the chain.
     pub fn review(&self, request: &ReviewRequest) -> ChainReport {
         let mut steps = Vec::with_capacity(self.links.len());

@@ -110,6 +110,49 @@ fn review_exits_4_and_declines_when_a_module_fails() {
     assert_eq!(line["answer"]["action"], "decline");
 }
 
+/// `gatehouse review` on guests that wait in WASI (sleep, an endless poll,
+/// stdin) ends at the deadline with the `deadline` failure and a decline,
+/// instead of waiting an hour. The process is killed (and the test fails) if
+/// it is still running after two minutes.
+#[test]
+fn review_of_guests_waiting_in_wasi_ends_at_the_deadline() {
+    for name in [
+        "test_guest_sleep",
+        "test_guest_poll_forever",
+        "test_guest_stdin_block",
+    ] {
+        let module = guest(name);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args([
+                "review",
+                "--module",
+                module.to_str().unwrap(),
+                "--request",
+                "examples/requests/approve-read-only.json",
+                "--format",
+                "json",
+            ])
+            .current_dir(root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("gatehouse runs");
+        let started = std::time::Instant::now();
+        while child.try_wait().expect("wait").is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("{name}: `gatehouse review` still waits after two minutes");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let output = child.wait_with_output().expect("output");
+        assert_eq!(output.status.code(), Some(4), "{name}: {output:?}");
+        let line = &json_lines(&output)[0];
+        assert_eq!(line["verdict"]["code"], "deadline", "{name}: {line}");
+        assert_eq!(line["answer"]["action"], "decline", "{name}: {line}");
+    }
+}
+
 #[test]
 fn a_json_rpc_message_gives_its_id_and_tools_bind_identity() {
     let dir = tempfile::tempdir().expect("tempdir");

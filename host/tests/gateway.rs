@@ -707,3 +707,112 @@ async fn an_upstream_disconnect_cancels_what_waits_for_that_person() {
         .expect("echo");
     assert!(text(&echo).contains("[git] still here"));
 }
+
+/// Hostile guests that wait in WASI (a sleep, an endless poll, a read of
+/// stdin) hold no review permit past their deadline: with one permit and a
+/// flood of elicitations from `slow` (reviewed by the waiting guest), the
+/// elicitations of `fast` (decided by the allowlist before it) keep being
+/// answered, and every one of them is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_waiting_in_wasi_never_starve_another_servers_elicitations() {
+    for waiting in [
+        "test_guest_sleep",
+        "test_guest_poll_forever",
+        "test_guest_stdin_block",
+    ] {
+        const SLOW: usize = 6;
+        const FAST: usize = 3;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = existing(
+            target().join("debug/demo-server"),
+            "run `cargo build -p gatehouse-example-servers`",
+        );
+        let guests = target().join("wasm32-wasip2/guest");
+        let allowlist = existing(
+            guests.join("gatehouse_allowlist.wasm"),
+            "run .ci/build-guests",
+        );
+        let guest = existing(
+            guests.join(format!("{waiting}.wasm")),
+            "run .ci/build-guests",
+        );
+        let config = dir.path().join("gatehouse.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[mcp_servers.slow]\ncommand = {server:?}\nargs = [\"--name\", \"slow\"]\n\n\
+                 [mcp_servers.fast]\ncommand = {server:?}\nargs = [\"--name\", \"fast\"]\n\n\
+                 [review]\nverify_contract = false\n\n\
+                 [review.limits]\nconcurrent_reviews = 1\ndeadline_ms = 50\n\n\
+                 [[review.modules]]\npath = {allowlist:?}\n\
+                 config = {{ rules = [{{ server = \"fast\", decision = \"decline\", message = \"fast says no\" }}] }}\n\n\
+                 [[review.modules]]\npath = {guest:?}\n\n\
+                 [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n",
+                server = server.display().to_string(),
+                allowlist = allowlist.display().to_string(),
+                guest = guest.display().to_string(),
+            ),
+        )
+        .expect("write config");
+        let client = Arc::new(
+            stdio_client(
+                &config,
+                Client {
+                    elicitation: true,
+                    content: Some(json!({})),
+                    asked: Arc::new(AtomicUsize::new(0)),
+                },
+            )
+            .await,
+        );
+        let mut calls = Vec::new();
+        for (server, count) in [("slow", SLOW), ("fast", FAST)] {
+            for index in 0..count {
+                let client = client.clone();
+                calls.push(tokio::spawn(async move {
+                    client
+                        .call_tool(call(
+                            &format!("{server}__delete_branch"),
+                            json!({"branch": format!("b{index}")}),
+                        ))
+                        .await
+                }));
+            }
+        }
+        // Without a bound on waiting guests the first slow review holds the
+        // only permit for an hour and nothing below ever finishes.
+        let results =
+            tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(calls))
+                .await
+                .unwrap_or_else(|_| panic!("{waiting}: elicitations were starved"));
+        for result in results {
+            let result = result.expect("task").expect("tool call");
+            assert!(
+                text(&result).contains("answered: decline"),
+                "{}",
+                text(&result)
+            );
+        }
+        let lines = audit(dir.path());
+        assert_eq!(lines.len(), SLOW + FAST, "{waiting}: one audit line each");
+        let slow: Vec<&Value> = lines
+            .iter()
+            .filter(|line| line["server"] == "slow")
+            .collect();
+        assert_eq!(slow.len(), SLOW);
+        for line in slow {
+            assert_eq!(line["decided_by"], "failure", "{line}");
+            let step = &line["steps"][1];
+            assert_eq!(step["failure"], "deadline", "{waiting}: {line}");
+        }
+        let fast: Vec<&Value> = lines
+            .iter()
+            .filter(|line| line["server"] == "fast")
+            .collect();
+        assert_eq!(fast.len(), FAST);
+        assert!(
+            fast.iter().all(|line| line["decided_by"] == "guest"),
+            "{fast:?}"
+        );
+    }
+}

@@ -7,7 +7,7 @@ mod pending;
 mod settings;
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
@@ -25,6 +25,7 @@ use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
 use crate::chain::{Chain, ChainReport, Verdict};
 use crate::context::{ApprovalPolicy, ApprovalsReviewer, ReviewContext, ToolCatalog};
 use crate::elicitation::{Elicitation, ElicitationParams, ParamsError, RequestId};
+use crate::failure::ReviewFailure;
 use crate::mcp::connection::{Delivery, ElicitationHandler, IncomingElicitation};
 use crate::outcome::Decision;
 use crate::request::ReviewRequest;
@@ -283,7 +284,7 @@ impl Router {
             },
             latency_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         };
-        if let Err(error) = self.audit.write(&record) {
+        if let Err(error) = self.write_audit(record).await {
             // Reported, never swallowed; and nothing is accepted unaudited.
             tracing::error!(server = %elicitation.server, "{error}");
             if matches!(&decided.answer, Ok(answer) if answer.action == Action::Accept) {
@@ -297,6 +298,24 @@ impl Router {
                 ErrorData::internal_error(format!("cannot encode the answer: {error}"), None)
             }),
             Err(error) => Err(error),
+        }
+    }
+
+    /// Writes one audit line. With `audit_sync = "always"` the write waits
+    /// for the disk, so it runs on a blocking thread rather than holding up
+    /// this runtime worker's other tasks; the other modes only copy into the
+    /// page cache and write in place.
+    async fn write_audit(&self, record: AuditRecord) -> Result<(), crate::audit::AuditError> {
+        if self.audit.sync_mode() != crate::audit::AuditSync::Always {
+            return self.audit.write(&record);
+        }
+        let audit = self.audit.clone();
+        match tokio::task::spawn_blocking(move || audit.write(&record)).await {
+            Ok(written) => written,
+            Err(error) => Err(crate::audit::AuditError {
+                path: self.audit.path().to_path_buf(),
+                source: std::io::Error::other(format!("the audit write task failed: {error}")),
+            }),
         }
     }
 
@@ -405,7 +424,7 @@ impl Router {
             (Verdict::Failed { .. }, Some(answer)) => Decided {
                 answer: Ok(answer),
                 by: DecidedBy::Failure,
-                reason: "a module failed; failed closed".to_owned(),
+                reason: failure_reason(&report),
                 steps,
             },
             _ => {
@@ -454,20 +473,10 @@ impl Router {
 
     async fn run_chain(&self, request: &ReviewRequest) -> ChainReport {
         let chain = self.chain.load_full();
+        let budget = chain.deadline_sum().saturating_add(WATCHDOG_MARGIN);
         let _permit = self.reviews.acquire().await;
         let request = request.clone();
-        match tokio::task::spawn_blocking(move || chain.review(&request)).await {
-            Ok(report) => report,
-            Err(error) => ChainReport {
-                steps: Vec::new(),
-                verdict: Verdict::Failed {
-                    step: 0,
-                    failure: crate::failure::ReviewFailure::Trap(format!(
-                        "review task failed: {error}"
-                    )),
-                },
-            },
-        }
+        watched(budget, move || chain.review(&request)).await
     }
 
     /// Strict review: only a canonical automated answer passes; anything
@@ -593,6 +602,50 @@ impl Router {
     }
 }
 
+/// How much longer than its modules' deadlines added up the router waits for
+/// a chain. The sandbox ends every review at its deadline, waits in WASI
+/// included; this is the second line, for a host call that would not end.
+pub const WATCHDOG_MARGIN: Duration = Duration::from_millis(500);
+
+/// Runs `review` on a blocking thread and waits for it at most `budget`.
+/// Past that the review fails closed with the `deadline` failure and the
+/// caller answers and audits it, releasing its review permit; the thread, if
+/// it ever returns, is ignored.
+async fn watched(
+    budget: Duration,
+    review: impl FnOnce() -> ChainReport + Send + 'static,
+) -> ChainReport {
+    let failed = |failure: ReviewFailure| ChainReport {
+        steps: Vec::new(),
+        verdict: Verdict::Failed { step: 0, failure },
+    };
+    match tokio::time::timeout(budget, tokio::task::spawn_blocking(review)).await {
+        Ok(Ok(report)) => report,
+        Ok(Err(error)) => failed(ReviewFailure::Trap(format!("review task failed: {error}"))),
+        Err(_) => {
+            tracing::error!(
+                budget_ms = budget.as_millis(),
+                "the chain overran its modules' deadlines; failing the review closed"
+            );
+            failed(ReviewFailure::Deadline(budget))
+        }
+    }
+}
+
+/// The audit reason for a chain that failed: a module's failure, or the
+/// router's own when no module finished (the watchdog, a crashed task).
+fn failure_reason(report: &ChainReport) -> String {
+    match (&report.verdict, report.steps.is_empty()) {
+        (Verdict::Failed { failure, .. }, true) => {
+            format!(
+                "no module finished ({}): {failure}; failed closed",
+                failure.code()
+            )
+        }
+        _ => "a module failed; failed closed".to_owned(),
+    }
+}
+
 /// A request id as a registry key: `7` and `"7"` stay apart.
 fn request_id_text(id: &rmcp::model::RequestId) -> String {
     serde_json::to_string(id).unwrap_or_default()
@@ -614,5 +667,48 @@ impl ElicitationHandler for Arc<Router> {
             "URL elicitation completed by the server"
         );
         self.person.completed(server, elicitation_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_chain_that_never_returns_is_failed_closed_by_the_watchdog() {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let report = watched(Duration::from_millis(20), move || {
+            // A host call that would never end, until the test lets go.
+            let _ = wait.recv();
+            ChainReport {
+                steps: Vec::new(),
+                verdict: Verdict::Deferred,
+            }
+        })
+        .await;
+        let _ = release.send(());
+        assert!(
+            matches!(
+                &report.verdict,
+                Verdict::Failed {
+                    failure: ReviewFailure::Deadline(budget),
+                    ..
+                } if *budget == Duration::from_millis(20)
+            ),
+            "{report:?}"
+        );
+        let answer = report.answer().expect("a failed chain answers");
+        assert_eq!(answer.action, Action::Decline);
+        assert!(failure_reason(&report).starts_with("no module finished (deadline)"));
+    }
+
+    #[tokio::test]
+    async fn a_chain_within_its_budget_is_not_touched() {
+        let report = watched(Duration::from_secs(5), || ChainReport {
+            steps: Vec::new(),
+            verdict: Verdict::Deferred,
+        })
+        .await;
+        assert!(matches!(report.verdict, Verdict::Deferred));
     }
 }

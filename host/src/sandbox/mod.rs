@@ -11,6 +11,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod blocking;
+mod cache;
 mod limits;
 mod load;
 mod module;
@@ -72,7 +74,7 @@ pub(crate) struct Shared {
     pub(crate) linker: Linker<ReviewState>,
     pub(crate) limits: Limits,
     pub(crate) wasi: WasiPolicy,
-    pub(crate) compile_cache: Option<std::path::PathBuf>,
+    pub(crate) compile_cache: Option<cache::CompileCache>,
     pub(crate) in_flight: Arc<InFlight>,
     _ticker: EpochTicker,
 }
@@ -104,10 +106,18 @@ impl Sandbox {
         Sandbox::build(limits, wasi, None)
     }
 
-    /// Like [`Sandbox::new`], keeping compiled modules in `dir` (created,
-    /// private to this user) so that restarts and swaps back skip
-    /// compilation. Only artifacts this host wrote, named by the module's
-    /// sha256 and the engine's compatibility hash, are ever loaded from it.
+    /// Like [`Sandbox::new`], keeping compiled modules in `dir` so that
+    /// restarts and swaps back skip compilation. `dir` is created 0700 if
+    /// missing; artifacts are written 0600, never through a symbolic link,
+    /// each with an HMAC under a random key kept beside the directory
+    /// (`<dir>.key`, 0600), over the artifact, the module's sha256 and the
+    /// engine's compatibility hash. Only an artifact whose HMAC verifies is
+    /// ever loaded; any other is discarded and compiled again.
+    ///
+    /// A directory owned by another user or writable by group or others (or
+    /// a key file that is not this user's alone) is refused with a warning
+    /// that says how to fix it, and modules are then compiled in memory:
+    /// [`Sandbox::compile_cache_dir`] is `None`.
     pub fn with_compile_cache(
         limits: Limits,
         dir: impl Into<std::path::PathBuf>,
@@ -154,6 +164,13 @@ impl Sandbox {
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
         contract::Reviewer::add_to_linker::<_, HasSelf<ReviewState>>(&mut linker, |state| state)
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
+        let compile_cache = compile_cache.and_then(|dir| {
+            cache::CompileCache::open(dir)
+                .inspect_err(|error| {
+                    tracing::warn!("{error}; compiling modules in memory instead");
+                })
+                .ok()
+        });
         let in_flight = Arc::new(InFlight::default());
         let ticker = EpochTicker::start(
             engine.clone(),
@@ -183,6 +200,12 @@ impl Sandbox {
     /// The WASI policy guests are linked against.
     pub fn wasi_policy(&self) -> WasiPolicy {
         self.shared.wasi
+    }
+
+    /// The directory compiled modules are cached in, or `None` when they are
+    /// compiled in memory (no cache asked for, or the directory refused).
+    pub fn compile_cache_dir(&self) -> Option<&std::path::Path> {
+        self.shared.compile_cache.as_ref().map(|cache| cache.dir())
     }
 
     /// The engine (for inspection and precompilation).

@@ -82,6 +82,11 @@ impl Deadline {
         self.started.elapsed() >= self.limit
     }
 
+    /// How long the review may still run (zero once it has passed).
+    pub(crate) fn remaining(&self) -> Duration {
+        self.limit.saturating_sub(self.started.elapsed())
+    }
+
     /// Starts the deadline again from now.
     pub(crate) fn restart(&mut self) {
         self.started = Instant::now();

@@ -11,7 +11,8 @@
 use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker};
-use wasmtime_wasi::WasiView;
+
+use super::state::ReviewState;
 
 /// Which WASI interfaces a guest may call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,7 +35,7 @@ pub(crate) struct DeniedCall(pub(crate) String);
 /// The WASI 0.2 version wasmtime-wasi defines its interfaces at. A guest's
 /// import of any 0.2.x resolves to it; shadowing must use this exact name.
 /// (The conformance test with `tests/guests/escape` fails if it drifts.)
-const HOST_WASI_VERSION: &str = "0.2.12";
+pub(crate) const HOST_WASI_VERSION: &str = "0.2.12";
 
 /// The interfaces [`WasiPolicy::Deny`] refuses.
 fn is_denied(interface: &str) -> bool {
@@ -75,11 +76,13 @@ pub(crate) fn stub_denied<T: 'static>(
 }
 
 /// Links WASI for `policy` into `linker`.
-pub(crate) fn add_to_linker<T: WasiView>(
-    linker: &mut Linker<T>,
+pub(crate) fn add_to_linker(
+    linker: &mut Linker<ReviewState>,
     policy: WasiPolicy,
 ) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
+    // Whatever a guest waits on, it waits no longer than its deadline.
+    super::blocking::bound_waiting_calls(linker)?;
     if policy == WasiPolicy::Deny {
         // Each module's denied functions are shadowed by traps at load time.
         linker.allow_shadowing(true);
