@@ -53,6 +53,7 @@ const HOSTILE: &[(&str, &str, &str)] = &[
     ("test_guest_sleep", "{}", "deadline"),
     ("test_guest_poll_forever", "{}", "deadline"),
     ("test_guest_stdin_block", "{}", "deadline"),
+    ("test_guest_random_flood", "{}", "trap"),
     ("test_guest_grow_memory", "{}", "memory"),
     ("test_guest_deep_recursion", "{}", "stack-overflow"),
     ("test_guest_trap", "{}", "trap"),

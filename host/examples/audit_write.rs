@@ -20,6 +20,7 @@ fn record(id: u64) -> AuditRecord {
         time: now_rfc3339(),
         server: "git".to_owned(),
         request_id: json!(id),
+        session: None,
         mode: "form".to_owned(),
         decided_by: DecidedBy::Guest,
         reason: "decided by the chain".to_owned(),

@@ -14,11 +14,21 @@
 //! default: written at once, fdatasynced by a background thread at most every
 //! [`BATCH_SYNC_INTERVAL`]), or `never` (left to the OS).
 //!
-//! The file holds what people typed: it is created 0600, a symbolic link in
-//! its place is not followed, and an existing file that group or others may
-//! read is made 0600 (with a warning). [`AuditLog::reopen`] opens the path
-//! again, for rotation (`mv audit.jsonl audit.jsonl.1`, then SIGHUP or
-//! `gatehouse reload`).
+//! The file holds what people typed, so it is a private file
+//! ([`crate::private_fs`]): created 0600, never opened through a symbolic
+//! link, never blocked on by a FIFO in its place, and an existing file is
+//! used only if it is a regular file of this user's that group and others
+//! have no access to (otherwise opening fails, naming the fix). A character
+//! device (`/dev/null`, `/dev/full`) is the one other thing it may be.
+//! [`AuditLog::reopen`] opens the path again, for rotation
+//! (`mv audit.jsonl audit.jsonl.1`, then SIGHUP or `gatehouse reload`);
+//! reopens run one at a time, so the last to start is the one that stays.
+//!
+//! Each record is one line of JSON written with [`crate::escape::to_json_string`]:
+//! characters that could drive a terminal or a log reader (DEL, C1, bidi
+//! controls, U+2028/9, invisible format characters) are written as `\uXXXX`,
+//! so `tail -f` and `grep` show them as text while parsers read the same
+//! strings.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -30,6 +40,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::private_fs::{self, Devices};
 use crate::sandbox::ModuleReport;
 
 /// Who decided an elicitation.
@@ -107,6 +118,9 @@ pub struct AuditRecord {
     pub server: String,
     /// The server's request id.
     pub request_id: Value,
+    /// The upstream session the elicitation was tied to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
     /// `form`, `url`, or `invalid`.
     pub mode: String,
     /// Who decided.
@@ -214,6 +228,13 @@ pub struct AuditLog {
     path: PathBuf,
     sync: AuditSync,
     flusher: Option<std::thread::JoinHandle<()>>,
+    /// Held by [`AuditLog::reopen`] from opening the path to putting the new
+    /// file in place, so that concurrent reopens cannot swap an older file
+    /// in after a newer one.
+    reopening: Mutex<()>,
+    /// Tests: runs once between a reopen's open and its swap.
+    #[cfg(test)]
+    before_swap: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// What the writers and the background flusher share.
@@ -305,6 +326,9 @@ impl AuditLog {
             path,
             sync,
             flusher,
+            reopening: Mutex::new(()),
+            #[cfg(test)]
+            before_swap: Mutex::new(None),
         })
     }
 
@@ -324,6 +348,9 @@ impl AuditLog {
             path: PathBuf::from("<memory>"),
             sync: AuditSync::Never,
             flusher: None,
+            reopening: Mutex::new(()),
+            #[cfg(test)]
+            before_swap: Mutex::new(None),
         }
     }
 
@@ -351,7 +378,7 @@ impl AuditLog {
     /// off again), and the caller must not act as if it were audited.
     pub fn write(&self, record: &AuditRecord) -> Result<(), AuditError> {
         let mut line =
-            serde_json::to_string(record).map_err(|e| self.error(io::Error::other(e)))?;
+            crate::escape::to_json_string(record).map_err(|e| self.error(io::Error::other(e)))?;
         line.push('\n');
         let mut state = self.lock();
         let State {
@@ -434,12 +461,31 @@ impl AuditLog {
     /// `mv audit.jsonl audit.jsonl.1`, new records go to a new `audit.jsonl`
     /// (0600). The old file is synced (unless `never`) and closed. On failure
     /// the old file stays in use. Clears a failed background sync. A no-op for
-    /// a memory log.
+    /// a memory log. Reopens run one at a time (a SIGHUP and a
+    /// `gatehouse reload` at once): the file of the last one to start is the
+    /// one that stays in use.
     pub fn reopen(&self) -> Result<(), AuditError> {
         if matches!(self.lock().sink, Sink::Memory(_)) {
             return Ok(());
         }
+        // Held across open and swap: a reopen that opened the path earlier
+        // must not put its file in place after one that opened it later.
+        let _reopening = self
+            .reopening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let fresh = open_file(&self.path, self.sync).map_err(|source| self.error(source))?;
+        #[cfg(test)]
+        {
+            let hook = self
+                .before_swap
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
         let mut old = {
             let mut state = self.lock();
             let Sink::File(sink) = &mut state.sink else {
@@ -634,24 +680,16 @@ fn cut_partial(file: &mut impl RecordFile, partial: &mut u64) -> io::Result<()> 
     Ok(())
 }
 
-/// Opens (creating 0600, not following a symbolic link) the log for
-/// appending; makes an existing regular file 0600; with a sync mode, syncs
-/// the directory so that a new file's name survives a power loss too.
+/// Opens the log for appending as a private file ([`private_fs::open_append`]:
+/// created 0600, not through a symbolic link, without blocking on a FIFO,
+/// refused unless it is this user's alone; a character device is allowed);
+/// with a sync mode, syncs the directory so that a new file's name survives a
+/// power loss too.
 fn open_file(path: &Path, sync: AuditSync) -> io::Result<FileSink> {
-    let file = os::open_append_private(path).map_err(|error| {
-        if os::is_symlink_refusal(&error) {
-            io::Error::new(
-                error.kind(),
-                "it is a symbolic link, which the audit log does not follow; remove it or point audit_log at the file itself",
-            )
-        } else {
-            error
-        }
-    })?;
+    let file = private_fs::open_append(path, Devices::AllowCharacter).map_err(|e| e.into_io())?;
     let metadata = file.metadata()?;
     let regular = metadata.is_file();
     if regular {
-        os::make_private(&file, &metadata, path)?;
         if sync != AuditSync::Never
             && let Some(dir) = path.parent()
         {
@@ -677,73 +715,6 @@ fn open_file(path: &Path, sync: AuditSync) -> io::Result<FileSink> {
     })
 }
 
-#[cfg(unix)]
-mod os {
-    use std::fs::{File, Metadata, OpenOptions, Permissions};
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-    use std::path::Path;
-
-    use rustix::fs::OFlags;
-
-    /// Opens `path` for appending, creating it 0600; fails on a symbolic
-    /// link.
-    pub(super) fn open_append_private(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(OFlags::NOFOLLOW.bits() as i32)
-            .open(path)
-    }
-
-    /// Whether `error` is `open` refusing a symbolic link under `O_NOFOLLOW`.
-    pub(super) fn is_symlink_refusal(error: &std::io::Error) -> bool {
-        error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
-    }
-
-    /// Takes group and other permissions off an existing log (we own what we
-    /// write; the records hold what people typed). Fails if it cannot.
-    pub(super) fn make_private(
-        file: &File,
-        metadata: &Metadata,
-        path: &Path,
-    ) -> std::io::Result<()> {
-        let mode = metadata.mode() & 0o7777;
-        if mode & 0o077 == 0 {
-            return Ok(());
-        }
-        tracing::warn!(
-            path = %path.display(),
-            "the audit log was readable or writable by others (mode {mode:04o}); making it 0600"
-        );
-        file.set_permissions(Permissions::from_mode(0o600))
-            .map_err(|error| {
-                std::io::Error::new(
-                    error.kind(),
-                    format!("its mode is {mode:04o} (others may read it) and it cannot be made 0600: {error}"),
-                )
-            })
-    }
-}
-
-#[cfg(not(unix))]
-mod os {
-    use std::fs::{File, Metadata, OpenOptions};
-    use std::path::Path;
-
-    pub(super) fn open_append_private(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new().append(true).create(true).open(path)
-    }
-
-    pub(super) fn is_symlink_refusal(_error: &std::io::Error) -> bool {
-        false
-    }
-
-    pub(super) fn make_private(_: &File, _: &Metadata, _: &Path) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -754,6 +725,7 @@ mod tests {
             time: now_rfc3339(),
             server: "git".to_owned(),
             request_id: json!(id),
+            session: None,
             mode: "form".to_owned(),
             decided_by: DecidedBy::Person,
             reason: "routed to the user".to_owned(),
@@ -945,8 +917,8 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn the_file_is_created_0600_and_a_loose_one_is_made_0600() {
-        use std::os::unix::fs::PermissionsExt;
+    fn the_file_is_created_0600_and_a_loose_or_foreign_one_is_refused() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("audit.jsonl");
         let log = AuditLog::open(&path).expect("opens");
@@ -955,13 +927,161 @@ mod tests {
             |path: &Path| std::fs::metadata(path).expect("meta").permissions().mode() & 0o7777;
         assert_eq!(mode(&path), 0o600);
 
+        // A file others may read is refused, naming the fix, and left as it is.
         let loose = dir.path().join("loose.jsonl");
         std::fs::write(&loose, line(0)).expect("write");
         std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let log = AuditLog::open(&loose).expect("opens");
-        assert_eq!(mode(&loose), 0o600);
+        let error = AuditLog::open(&loose).unwrap_err().to_string();
+        assert!(error.contains(&loose.display().to_string()), "{error}");
+        assert!(error.contains("chmod 600"), "{error}");
+        assert_eq!(mode(&loose), 0o644);
+        assert_eq!(whole_records(&std::fs::read(&loose).expect("read")), 1);
+
+        // A file planted by another user is refused, not taken over.
+        if private_fs::effective_uid() == 0 {
+            let planted = dir.path().join("planted.jsonl");
+            std::fs::write(&planted, line(0)).expect("write");
+            std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod");
+            std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).expect("chown");
+            let error = AuditLog::open(&planted).unwrap_err().to_string();
+            assert!(error.contains("belongs to uid 65534"), "{error}");
+            let meta = std::fs::metadata(&planted).expect("meta");
+            assert_eq!((meta.uid(), meta.mode() & 0o7777), (65534, 0o600));
+            // Nor does a reopen switch to it.
+            let log = AuditLog::open(&path).expect("opens");
+            std::fs::rename(&planted, &path).expect("mv");
+            assert!(log.reopen().is_err());
+        } else {
+            eprintln!("skipped the planted file: giving a file away needs root");
+        }
+    }
+
+    /// Makes a FIFO at `path`.
+    #[cfg(unix)]
+    fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+    }
+
+    /// Runs `call` on another thread; panics if it has not returned within
+    /// 5 s (an `open` blocked on a FIFO never would).
+    #[cfg(unix)]
+    fn promptly<T: Send + 'static>(call: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(call());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(5))
+            .expect("returned promptly instead of blocking")
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_at_the_path_fails_open_and_reopen_promptly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        mkfifo(&path);
+        for mode in AuditSync::ALL {
+            let fifo = path.clone();
+            let error = promptly(move || AuditLog::open_with(&fifo, mode).map(drop))
+                .expect_err("a FIFO is refused")
+                .to_string();
+            assert!(error.contains("FIFO"), "{error}");
+        }
+        // Rotated, and a FIFO planted in the log's place: the reopen fails
+        // at once and the old file stays in use.
+        std::fs::remove_file(&path).expect("rm");
+        let log = Arc::new(AuditLog::open(&path).expect("opens"));
         log.write(&record(1)).expect("written");
-        assert_eq!(whole_records(&std::fs::read(&loose).expect("read")), 2);
+        let rotated = dir.path().join("audit.jsonl.1");
+        std::fs::rename(&path, &rotated).expect("mv");
+        mkfifo(&path);
+        let reopening = log.clone();
+        let error = promptly(move || reopening.reopen())
+            .expect_err("a FIFO is refused")
+            .to_string();
+        assert!(error.contains("FIFO"), "{error}");
+        log.write(&record(2)).expect("still to the old file");
+        assert_eq!(whole_records(&std::fs::read(&rotated).expect("read")), 2);
+    }
+
+    #[test]
+    fn a_reopen_racing_a_reopen_ends_with_the_newest_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let log = Arc::new(AuditLog::open_with(&path, AuditSync::Never).expect("opens"));
+        let (opened, first_opened) = std::sync::mpsc::channel();
+        let (finished, second_finished) = std::sync::mpsc::channel::<()>();
+        // The first reopen, having opened the path, waits (up to a second)
+        // for the second to finish before it puts its file in place.
+        *log.before_swap.lock().expect("lock") = Some(Box::new(move || {
+            let _ = opened.send(());
+            let _ = second_finished.recv_timeout(Duration::from_secs(1));
+        }));
+        let first = {
+            let log = log.clone();
+            std::thread::spawn(move || log.reopen())
+        };
+        first_opened
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the first reopen opened the file");
+        // Rotated between the first reopen's open and its swap; the second
+        // reopen opens the new file, so it is the one that must stay.
+        let rotated = dir.path().join("audit.jsonl.1");
+        std::fs::rename(&path, &rotated).expect("mv");
+        let second = {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let reopened = log.reopen();
+                let _ = finished.send(());
+                reopened
+            })
+        };
+        second.join().expect("second").expect("reopened");
+        first.join().expect("first").expect("reopened");
+        log.write(&record(7)).expect("written");
+        let newest = std::fs::read(&path).expect("the newest file");
+        assert_eq!(
+            whole_records(&newest),
+            1,
+            "the record went to the newest file"
+        );
+        assert_eq!(whole_records(&std::fs::read(&rotated).expect("read")), 0);
+    }
+
+    #[test]
+    fn records_carry_terminal_and_invisible_controls_as_json_escapes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open_with(&path, AuditSync::Never).expect("opens");
+        let hostile = "a\u{7f}b\u{9b}2J\u{202e}detpecca\u{2028}x\u{200b}\u{1b}]0;t\u{7}";
+        let mut written = record(1);
+        written.reason = hostile.to_owned();
+        written.answer = json!({"action": "decline", hostile: [hostile]});
+        log.write(&written).expect("written");
+        let text = std::fs::read_to_string(&path).expect("read");
+        for raw in [
+            '\u{7f}', '\u{9b}', '\u{202e}', '\u{2028}', '\u{200b}', '\u{1b}', '\u{7}',
+        ] {
+            assert!(!text.contains(raw), "raw {raw:?} in {text:?}");
+        }
+        assert!(
+            text.contains(r"a\u007fb\u009b2J\u202edetpecca\u2028x\u200b\u001b]0;t\u0007"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 1);
+        // The same record for a JSON reader.
+        let read: Value = serde_json::from_str(text.trim_end()).expect("JSON");
+        assert_eq!(read["reason"], hostile);
+        assert_eq!(read["answer"], written.answer);
     }
 
     #[cfg(unix)]

@@ -4,11 +4,13 @@
 //!
 //! Only the server's own user gets in, three times over:
 //!
-//! - The socket is bound inside a directory that is the user's own and mode
-//!   0700 ([`bind`] creates it so, or makes an existing one so, and refuses a
-//!   symbolic link or another user's directory). Nobody else can even reach
-//!   the socket, so the moment between `bind` (which creates the socket with
-//!   the umask's mode) and the `chmod` to 0600 exposes nothing.
+//! - The socket is bound inside a private directory
+//!   ([`crate::private_fs::private_dir`]: the user's own and mode 0700,
+//!   created so, or an existing one made so; a symbolic link or another
+//!   user's directory is refused, by the same rules as when the compile cache
+//!   reaches `.gatehouse` first). Nobody else can even reach the socket, so
+//!   the moment between `bind` (which creates the socket with the umask's
+//!   mode) and the `chmod` to 0600 exposes nothing.
 //! - The socket itself is 0600.
 //! - Every connection's peer uid (`SO_PEERCRED`) must be the server's
 //!   effective uid ([`peer_allowed`]); anyone else gets a one-line refusal,
@@ -17,13 +19,21 @@
 //! A request is one line of at most [`MAX_REQUEST_LINE`] bytes, sent within
 //! [`REQUEST_TIMEOUT`]; a longer line or none in time is answered with an
 //! error and the connection closed, without reading further. At most
-//! [`MAX_CONNECTIONS`] are served at once.
+//! [`MAX_CONNECTIONS`] are served at once, and none is held longer than
+//! [`ANSWER_TIMEOUT`] waiting for its answer: a reload that hangs is answered
+//! with an error and its connection freed.
 //!
 //! Reloads are coalesced ([`Coalescer`]): at most one runs and one is queued,
 //! however many requests arrive, and every request is answered by a reload
-//! that started after it.
+//! that started after it. A reload that panics is answered with an error and
+//! the next request runs a new one.
+//!
+//! The client side ([`request`], what `gatehouse reload` runs) checks the
+//! other way round: the process serving the socket must be this user's
+//! (`SO_PEERCRED`), or nothing is sent to it.
 
 use std::io;
+use std::panic::AssertUnwindSafe;
 #[cfg(unix)]
 use std::path::Path;
 use std::path::PathBuf;
@@ -31,11 +41,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 #[cfg(unix)]
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
 #[cfg(unix)]
 use tokio::net::{UnixListener, UnixStream};
+
+#[cfg(unix)]
+use crate::private_fs::{self, PrivateError};
 
 /// The longest request line, in bytes, without its newline.
 pub const MAX_REQUEST_LINE: usize = 64;
@@ -45,6 +59,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections served at once; more are refused at once.
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long a connection waits for its answer (a reload) before it is
+/// answered with an error and closed, so that a hung reload cannot hold the
+/// connection slots.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// The longest answer line a client reads.
+pub const MAX_ANSWER_LINE: u64 = 64 * 1024;
 
 /// What a client can ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +81,13 @@ impl Request {
         match line.trim() {
             "reload" => Ok(Request::Reload),
             other => Err(format!("unknown command {other:?}; try `reload`")),
+        }
+    }
+
+    /// The line that asks for it (without the newline).
+    pub fn line(self) -> &'static str {
+        match self {
+            Request::Reload => "reload",
         }
     }
 }
@@ -88,6 +117,37 @@ pub enum ControlError {
         /// What is wrong and what to do.
         problem: String,
     },
+    /// The socket's directory is not a private directory of this user's.
+    #[cfg(unix)]
+    #[error("control socket directory {0}")]
+    Directory(#[source] PrivateError),
+    /// The process serving the socket is not this user's (client side):
+    /// nothing was sent to it.
+    #[error(
+        "control socket {}: {}; that is not this user's gatehouse serve, so nothing was sent to it",
+        path.display(),
+        match peer_allowed(*uid, *own) { Err(refusal) => refusal, Ok(()) => "refused".to_owned() }
+    )]
+    ForeignServer {
+        /// The socket.
+        path: PathBuf,
+        /// The server's uid, if it could be read.
+        uid: Option<u32>,
+        /// This process's effective uid.
+        own: u32,
+    },
+    /// No answer came in time (client side).
+    #[error(
+        "control socket {}: no answer within {}; see the server's log",
+        path.display(),
+        humantime::format_duration(*after)
+    )]
+    Timeout {
+        /// The socket.
+        path: PathBuf,
+        /// How long the client waited.
+        after: Duration,
+    },
 }
 
 /// Whether a peer may use the control socket: only the server's own user.
@@ -100,9 +160,10 @@ pub fn peer_allowed(peer: Option<u32>, own: u32) -> Result<(), String> {
     }
 }
 
-/// Binds the control socket at `path`: its directory the user's own and
-/// 0700 (created so if missing), a stale socket replaced, the socket 0600.
-/// Call inside a Tokio runtime.
+/// Binds the control socket at `path`: its directory a private directory
+/// ([`private_fs::private_dir`]: this user's, 0700, created so if missing,
+/// never a symbolic link), a stale socket replaced, the socket 0600. Call
+/// inside a Tokio runtime.
 #[cfg(unix)]
 pub fn bind(path: &Path) -> Result<UnixListener, ControlError> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -110,7 +171,7 @@ pub fn bind(path: &Path) -> Result<UnixListener, ControlError> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    private_dir(dir)?;
+    private_fs::private_dir(dir).map_err(ControlError::Directory)?;
     let io = |action, source| ControlError::Io {
         path: path.to_path_buf(),
         action,
@@ -135,50 +196,62 @@ pub fn bind(path: &Path) -> Result<UnixListener, ControlError> {
     Ok(listener)
 }
 
-/// Creates `dir` 0700 if missing; refuses it unless it is a real directory
-/// owned by this user; takes group and other permissions off it.
+/// Sends `request` to the `gatehouse serve` listening at `socket` and returns
+/// its one-line answer (without the newline): only after checking that the
+/// process serving the socket is this user's (`SO_PEERCRED`), so that a
+/// socket someone else planted, or a server another user runs, is never
+/// spoken to. Waits at most [`ANSWER_TIMEOUT`] and a little more; reads at
+/// most [`MAX_ANSWER_LINE`] bytes.
 #[cfg(unix)]
-fn private_dir(dir: &Path) -> Result<(), ControlError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+pub async fn request(socket: &Path, request: Request) -> Result<String, ControlError> {
+    request_within(socket, request, ANSWER_TIMEOUT + Duration::from_secs(30)).await
+}
+
+/// [`request`], waiting at most `timeout` for the answer.
+#[cfg(unix)]
+async fn request_within(
+    socket: &Path,
+    request: Request,
+    timeout: Duration,
+) -> Result<String, ControlError> {
     let io = |action, source| ControlError::Io {
-        path: dir.to_path_buf(),
+        path: socket.to_path_buf(),
         action,
         source,
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| io("creating its directory", e))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| io("inspecting its directory", e))?;
-    let unsafe_dir = |problem: String| ControlError::NotPrivate {
-        path: dir.to_path_buf(),
-        problem,
+    let mut stream = UnixStream::connect(socket).await.map_err(|e| {
+        io(
+            "connecting (is gatehouse serve running with this config?)",
+            e,
+        )
+    })?;
+    let own = private_fs::effective_uid();
+    let uid = stream.peer_cred().ok().map(|credentials| credentials.uid());
+    if peer_allowed(uid, own).is_err() {
+        return Err(ControlError::ForeignServer {
+            path: socket.to_path_buf(),
+            uid,
+            own,
+        });
+    }
+    let exchange = async {
+        stream
+            .write_all(format!("{}\n", request.line()).as_bytes())
+            .await
+            .map_err(|e| io("sending the request", e))?;
+        let mut answer = Vec::new();
+        tokio::io::BufReader::new((&mut stream).take(MAX_ANSWER_LINE))
+            .read_until(b'\n', &mut answer)
+            .await
+            .map_err(|e| io("reading the answer", e))?;
+        Ok(String::from_utf8_lossy(&answer).trim_end().to_owned())
     };
-    if !meta.is_dir() {
-        return Err(unsafe_dir(
-            "the socket's directory is not a directory (a symbolic link?); make it a directory of this user's"
-                .to_owned(),
-        ));
-    }
-    let own = effective_uid();
-    if meta.uid() != own {
-        return Err(unsafe_dir(format!(
-            "the socket's directory belongs to uid {}, not to this server's uid {own}; remove it or run as its owner",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| io("making its directory 0700", e))?;
-    }
-    Ok(())
-}
-
-/// This process's effective uid.
-#[cfg(unix)]
-pub fn effective_uid() -> u32 {
-    rustix::process::geteuid().as_raw()
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| ControlError::Timeout {
+            path: socket.to_path_buf(),
+            after: timeout,
+        })?
 }
 
 /// Serves the control socket until the task is dropped: each connection on
@@ -186,7 +259,14 @@ pub fn effective_uid() -> u32 {
 /// `handler`.
 #[cfg(unix)]
 pub async fn serve(listener: UnixListener, handler: Handler) {
-    let own = effective_uid();
+    serve_within(listener, handler, ANSWER_TIMEOUT).await;
+}
+
+/// [`serve`], each connection waiting at most `answer_timeout` for its
+/// answer.
+#[cfg(unix)]
+async fn serve_within(listener: UnixListener, handler: Handler, answer_timeout: Duration) {
+    let own = private_fs::effective_uid();
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         match listener.accept().await {
@@ -195,7 +275,7 @@ pub async fn serve(listener: UnixListener, handler: Handler) {
                 let slots = slots.clone();
                 tokio::spawn(async move {
                     let mut stream = stream;
-                    let reply = answer(&mut stream, own, &handler, &slots).await;
+                    let reply = answer(&mut stream, own, &handler, &slots, answer_timeout).await;
                     let _ = stream.write_all(format!("{reply}\n").as_bytes()).await;
                     let _ = stream.shutdown().await;
                 });
@@ -216,6 +296,7 @@ async fn answer(
     own: u32,
     handler: &Handler,
     slots: &Arc<tokio::sync::Semaphore>,
+    answer_timeout: Duration,
 ) -> String {
     let credentials = stream.peer_cred().ok();
     let peer = credentials.map(|c| c.uid());
@@ -245,9 +326,23 @@ async fn answer(
         }
         Ok(Ok(line)) => line,
     };
-    match Request::parse(&line) {
-        Ok(request) => handler(request).await,
-        Err(error) => format!("error: {error}"),
+    let request = match Request::parse(&line) {
+        Ok(request) => request,
+        Err(error) => return format!("error: {error}"),
+    };
+    match tokio::time::timeout(answer_timeout, handler(request)).await {
+        Ok(reply) => reply,
+        Err(_) => {
+            let waited = humantime::format_duration(answer_timeout);
+            tracing::warn!(
+                "control socket: no answer to {:?} within {waited}; the connection is closed",
+                request.line()
+            );
+            format!(
+                "error: no answer within {waited}; the {} may still be running, see the server's log",
+                request.line()
+            )
+        }
     }
 }
 
@@ -375,22 +470,76 @@ impl Coalescer {
     }
 }
 
+/// Marks the driver as gone when it is dropped without having said so (its
+/// task cancelled, or a panic past the catch below): frees the queue so that
+/// the next request starts a driver, or starts one now if a run is wanted.
+struct Running {
+    inner: Arc<CoalescerInner>,
+    /// The driver returned normally and cleared `running` itself.
+    finished: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut queue = self
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if queue.wanted {
+            // Requests wait for a run: a new driver serves them (`running`
+            // stays true for it).
+            self.inner.runtime.spawn(drive(self.inner.clone()));
+        } else {
+            queue.running = false;
+        }
+    }
+}
+
 /// The one driver: while runs are wanted, waits out the debounce, takes
-/// everyone waiting so far, runs the job once and answers them all.
+/// everyone waiting so far, runs the job once and answers them all. A job
+/// that panics is answered with an error; however the driver ends, the
+/// queue is freed ([`Running`]).
 async fn drive(inner: Arc<CoalescerInner>) {
+    let mut running = Running {
+        inner: inner.clone(),
+        finished: false,
+    };
     loop {
         tokio::time::sleep(inner.debounce).await;
         let waiting = {
             let mut queue = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
             if !queue.wanted {
                 queue.running = false;
+                running.finished = true;
                 return;
             }
             queue.wanted = false;
             std::mem::take(&mut queue.waiting)
         };
         inner.runs.fetch_add(1, Ordering::SeqCst);
-        let answer = (inner.job)().await;
+        let job = inner.job.clone();
+        let answer = match AssertUnwindSafe(async move { job().await })
+            .catch_unwind()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|text| (*text).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".to_owned());
+                let why = crate::escape::escape(&why).into_owned();
+                tracing::error!("the reload panicked: {why}");
+                format!(
+                    "error: the reload failed: it panicked ({why}); the old chain keeps serving"
+                )
+            }
+        };
         for waiter in waiting {
             let _ = waiter.send(answer.clone());
         }
@@ -478,7 +627,8 @@ mod tests {
         let linked = dir.path().join("linked");
         std::os::unix::fs::symlink(&elsewhere, &linked).expect("symlink");
         let error = bind(&linked.join("control.sock")).unwrap_err().to_string();
-        assert!(error.contains("not a directory"), "{error}");
+        assert!(error.contains("symbolic link"), "{error}");
+        assert!(error.contains(&linked.display().to_string()), "{error}");
         let file = dir.path().join("plain");
         std::fs::write(&file, b"keep").expect("write");
         let error = bind(&file).unwrap_err().to_string();
@@ -605,6 +755,223 @@ mod tests {
         server.abort();
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reload_that_panics_is_answered_and_the_next_request_runs() {
+        let panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let once = panicked.clone();
+        let job: Job = Arc::new(move || {
+            let once = once.clone();
+            Box::pin(async move {
+                if !once.swap(true, Ordering::SeqCst) {
+                    panic!("a bug in the reload");
+                }
+                "ok reloaded".to_owned()
+            })
+        });
+        let coalescer = Coalescer::new(Duration::from_millis(5), job);
+        let first = tokio::time::timeout(Duration::from_secs(5), coalescer.request())
+            .await
+            .expect("the panicking run is answered");
+        assert!(first.starts_with("error: the reload failed"), "{first}");
+        assert!(first.contains("a bug in the reload"), "{first}");
+        let second = tokio::time::timeout(Duration::from_secs(5), coalescer.request())
+            .await
+            .expect("the next request runs");
+        assert_eq!(second, "ok reloaded");
+        assert_eq!(coalescer.runs(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_driver_that_is_cancelled_frees_the_queue() {
+        let job: Job = Arc::new(|| {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                "ok reloaded".to_owned()
+            })
+        });
+        let coalescer = Coalescer::new(Duration::from_millis(5), job);
+        // A driver whose task is then cancelled mid-run, as `want` starts one.
+        {
+            let mut queue = coalescer.inner.state.lock().expect("lock");
+            queue.running = true;
+            queue.wanted = true;
+        }
+        let driver = tokio::spawn(drive(coalescer.inner.clone()));
+        while coalescer.runs() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        driver.abort();
+        let _ = driver.await;
+        let answer = tokio::time::timeout(Duration::from_secs(5), coalescer.request())
+            .await
+            .expect("a new driver serves the next request");
+        assert_eq!(answer, "ok reloaded");
+        // And requests that were queued when a driver was cancelled are
+        // served by a new one.
+        {
+            let mut queue = coalescer.inner.state.lock().expect("lock");
+            queue.running = true;
+            queue.wanted = true;
+        }
+        let driver = tokio::spawn(drive(coalescer.inner.clone()));
+        let runs = coalescer.runs();
+        while coalescer.runs() == runs {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (queued, answered) = tokio::sync::oneshot::channel();
+        coalescer.want(Some(queued));
+        driver.abort();
+        let _ = driver.await;
+        let answer = tokio::time::timeout(Duration::from_secs(5), answered)
+            .await
+            .expect("the queued request is served")
+            .expect("answered");
+        assert_eq!(answer, "ok reloaded");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hung_reload_is_answered_with_an_error_and_frees_its_slot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("control.sock");
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        // The first answer never comes; the next ones at once.
+        let handler: Handler = Arc::new(move |_| {
+            let call = counted.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if call == 0 {
+                    futures::future::pending::<()>().await;
+                }
+                "ok reloaded".to_owned()
+            })
+        });
+        let listener = bind(&socket).expect("binds");
+        let server = tokio::spawn(serve_within(listener, handler, Duration::from_millis(200)));
+        let started = std::time::Instant::now();
+        let hung = tokio::time::timeout(Duration::from_secs(5), ask(&socket, b"reload\n"))
+            .await
+            .expect("answered");
+        assert!(hung.starts_with("error: no answer within 200ms"), "{hung}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(ask(&socket, b"reload\n").await, "ok reloaded\n");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn the_client_gets_the_answer_of_a_server_of_its_own_uid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join(".gatehouse/control.sock");
+        let (handler, count) = counting();
+        let server = tokio::spawn(serve(bind(&socket).expect("binds"), handler));
+        let answer = request(&socket, Request::Reload).await.expect("answered");
+        assert_eq!(answer, "ok reloaded");
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        server.abort();
+        // Nobody listening: the error names the socket.
+        let _ = std::fs::remove_file(&socket);
+        let error = request(&socket, Request::Reload)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(&socket.display().to_string()), "{error}");
+    }
+
+    #[test]
+    fn a_foreign_server_is_named_in_the_refusal() {
+        let error = ControlError::ForeignServer {
+            path: PathBuf::from("/p/.gatehouse/control.sock"),
+            uid: Some(65534),
+            own: 1000,
+        }
+        .to_string();
+        assert!(
+            error.starts_with("control socket /p/.gatehouse/control.sock: refused: uid 65534 is not this server's uid 1000"),
+            "{error}"
+        );
+        assert!(error.contains("nothing was sent"), "{error}");
+    }
+
+    /// Listens as uid 65534 (a child process: the test binary again, run by
+    /// the test below), answers one connection `ok reloaded` and records
+    /// what it was sent.
+    #[test]
+    #[ignore = "helper: run by the_client_refuses_a_server_of_another_uid as uid 65534"]
+    fn listen_as_another_uid() {
+        use std::io::{Read, Write};
+        let socket = std::env::var_os("GATEHOUSE_CONTROL_SOCKET").expect("socket");
+        let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind");
+        let (mut stream, _) = listener.accept().expect("accept");
+        let _ = stream.write_all(b"ok reloaded\n");
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut sent = String::new();
+        let _ = stream.read_to_string(&mut sent);
+        println!("SENT {sent:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_client_refuses_a_server_of_another_uid() {
+        if private_fs::effective_uid() != 0 {
+            eprintln!("skipped: switching uid needs root; the refusal is tested above");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod");
+        let socket = dir.path().join("control.sock");
+        let exe = std::env::current_exe().expect("test binary");
+        let child = {
+            use std::os::unix::process::CommandExt;
+            std::process::Command::new(exe)
+                .args([
+                    "--exact",
+                    "control::tests::listen_as_another_uid",
+                    "--ignored",
+                    "--nocapture",
+                ])
+                .env("GATEHOUSE_CONTROL_SOCKET", &socket)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .uid(65534)
+                .gid(65534)
+                .spawn()
+        };
+        let child = match child {
+            Ok(child) => child,
+            Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+                eprintln!("skipped: uid 65534 cannot run the test binary: {error}");
+                return;
+            }
+            Err(error) => panic!("cannot run the child: {error}"),
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let error = request(&socket, Request::Reload).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ControlError::ForeignServer {
+                    uid: Some(65534),
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(message.contains("uid 65534"), "{message}");
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("the child ends");
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(said.contains("SENT \"\""), "nothing was sent: {said}");
+    }
+
     /// Connects as uid 65534 (a child process: the test binary again, run
     /// by the test below) and prints what the server said.
     #[test]
@@ -622,7 +989,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn another_uid_is_refused_by_peer_credentials() {
-        if effective_uid() != 0 {
+        if private_fs::effective_uid() != 0 {
             eprintln!("skipped: switching uid needs root; the pure check is tested above");
             return;
         }

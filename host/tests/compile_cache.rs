@@ -1,12 +1,15 @@
 //! The compile cache executes only what this host wrote: a swapped, altered
-//! or symlinked artifact is refused and compiled again, an unsafe directory is
-//! refused (modules compile in memory), and every file is private.
+//! or symlinked artifact is refused and compiled again, a loose directory of
+//! this user's is made private, another user's or a symbolic link is refused
+//! (modules compile in memory), and every file is private.
 
 #![cfg(unix)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+
+#[path = "support/capture.rs"]
+mod capture;
 
 use gatehouse::context::ReviewContext;
 use gatehouse::elicitation::{ElicitationParams, RequestId};
@@ -32,27 +35,7 @@ fn guest(name: &str) -> Vec<u8> {
 
 /// What tracing logged at warn and above while `run` ran on this thread.
 fn logged<T>(run: impl FnOnce() -> T) -> (T, String) {
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Buffer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("log buffer").extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buffer = Buffer::default();
-    let writer = buffer.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let value = tracing::subscriber::with_default(subscriber, run);
-    let text = String::from_utf8_lossy(&buffer.0.lock().expect("log buffer")).into_owned();
-    (value, text)
+    capture::logged(tracing::Level::WARN, run)
 }
 
 fn cached(cache: &Path) -> Sandbox {
@@ -163,33 +146,88 @@ fn a_tampered_artifact_is_refused_and_recompiled() {
 }
 
 #[test]
-fn a_group_or_world_writable_directory_is_refused_and_modules_compile_in_memory() {
+fn a_loose_directory_of_ours_is_made_0700_and_used() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = dir.path().join("compiled");
     std::fs::create_dir(&cache).expect("mkdir");
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
 
     let (sandbox, logs) = logged(|| cached(&cache));
+    assert!(logs.contains(&cache.display().to_string()), "{logs}");
+    assert!(logs.contains("(mode 0777); making it 0700"), "{logs}");
+    assert_eq!(mode(&cache), 0o700);
+    assert_eq!(sandbox.compile_cache_dir(), Some(cache.as_path()));
+    let module = load(&sandbox, "guardian", &guest("gatehouse_guardian"), None);
+    assert_eq!(behaviour(&module).1, "decline");
+    artifact(&cache, module.digest());
+}
+
+/// Nothing written into a directory that is refused, and no key beside it.
+fn assert_untouched(refused: &Path, key: &Path, logs: &str) {
     assert!(
         logs.contains(&format!(
             "{}: refusing the compile cache directory",
-            cache.display()
+            refused.display()
         )),
         "{logs}"
     );
-    assert!(
-        logs.contains("writable by group or others (mode 0777)"),
-        "{logs}"
-    );
-    assert!(logs.contains("chmod 700"), "{logs}");
     assert!(logs.contains("compiling modules in memory"), "{logs}");
-    assert_eq!(sandbox.compile_cache_dir(), None);
+    assert!(!key.exists(), "no key written");
+}
 
+#[test]
+fn another_users_directory_is_refused_and_modules_compile_in_memory() {
+    if gatehouse::private_fs::effective_uid() != 0 {
+        eprintln!("skipped: giving a directory away needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("compiled");
+    std::fs::create_dir(&cache).expect("mkdir");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::os::unix::fs::chown(&cache, Some(65534), Some(65534)).expect("chown");
+
+    let (sandbox, logs) = logged(|| cached(&cache));
+    assert_untouched(&cache, &dir.path().join("compiled.key"), &logs);
+    assert!(logs.contains("belongs to uid 65534"), "{logs}");
+    assert!(logs.contains("chown"), "{logs}");
+    assert_eq!(sandbox.compile_cache_dir(), None);
+    assert_eq!(mode(&cache), 0o755, "not changed");
     let module = load(&sandbox, "guardian", &guest("gatehouse_guardian"), None);
     assert_eq!(behaviour(&module).1, "decline");
     let entries: Vec<_> = std::fs::read_dir(&cache).expect("cache dir").collect();
     assert!(entries.is_empty(), "nothing written: {entries:?}");
-    assert!(!dir.path().join("compiled.key").exists(), "no key written");
+}
+
+/// `.gatehouse` planted as a symbolic link: the cache refuses it, as the
+/// control socket does, instead of creating its directory and key through
+/// it; a loose `.gatehouse` of ours is made 0700 by the cache as by the
+/// socket.
+#[test]
+fn the_cache_treats_a_planted_or_loose_gatehouse_directory_as_the_control_socket_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    let state = dir.path().join(".gatehouse");
+    std::os::unix::fs::symlink(&elsewhere, &state).expect("symlink");
+    let cache = state.join("compiled");
+
+    let (sandbox, logs) = logged(|| cached(&cache));
+    assert_untouched(&state, &elsewhere.join("compiled.key"), &logs);
+    assert!(logs.contains("symbolic link"), "{logs}");
+    assert_eq!(sandbox.compile_cache_dir(), None);
+    assert!(
+        std::fs::read_dir(&elsewhere).expect("ls").next().is_none(),
+        "nothing created through the link"
+    );
+
+    std::fs::remove_file(&state).expect("rm");
+    std::fs::create_dir(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let sandbox = cached(&cache);
+    assert_eq!(sandbox.compile_cache_dir(), Some(cache.as_path()));
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&cache), 0o700);
 }
 
 #[test]

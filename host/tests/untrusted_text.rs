@@ -5,15 +5,31 @@
 //! everywhere they can: it retitles the terminal, erases the line, returns
 //! the cursor and starts new lines with `FORGED`. Logs carry no colours when
 //! stderr is not a terminal (here it is a pipe).
+//!
+//! The binary's log formatter escapes every field again, so the tests through
+//! the binary cannot tell whether the code escaped at the call site; the
+//! library-level tests here log through a plain `tracing_subscriber::fmt`
+//! (`support/capture.rs`, no escaping of its own) and can. Machine-readable
+//! outputs (`--format json`, JUnit) are checked for raw controls in their own
+//! syntax.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gatehouse::context::ReviewContext;
+use gatehouse::elicitation::{ElicitationParams, RequestId};
+use gatehouse::escape::needs_escape;
+use gatehouse::request::ReviewRequest;
+use gatehouse::sandbox::{Limits, Sandbox};
+
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncReadExt;
+
+#[path = "support/capture.rs"]
+mod capture;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -115,7 +131,7 @@ fn a_guests_log_message_and_fields_are_logged_escaped_without_colours() {
         .unwrap_or_else(|| panic!("the guest's log line: {log}"));
     assert!(line.contains(ESCAPED), "the message: {line}");
     assert!(
-        line.contains(&format!("fields=key{ESCAPED}")),
+        line.contains(&format!("fields={{\"key{ESCAPED}")),
         "the fields: {line}"
     );
 }
@@ -206,8 +222,13 @@ async fn server_text_is_logged_escaped() {
             let tools = client.list_all_tools().await.expect("tools/list");
             assert!(tools.is_empty(), "both refused tools/list: {tools:?}");
             let resources = client.list_all_resources().await.expect("resources/list");
-            assert_eq!(resources.len(), 1, "the same URI twice is listed once");
-            assert!(resources[0].uri.contains("\u{1b}"), "passed on as sent");
+            // Both list it: once per server, qualified, the URI kept as sent.
+            assert_eq!(resources.len(), 2, "{resources:?}");
+            assert!(
+                resources.iter().all(|r| r.uri.starts_with("gatehouse://resource/")
+                    && r.uri.contains("\u{1b}")),
+                "passed on as sent: {resources:?}"
+            );
         })
     })
     .await;
@@ -293,18 +314,13 @@ fn manifest_text_in_discovery_warnings_is_logged_escaped() {
         manifest.to_string(),
     )
     .expect("write the manifest");
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .finish();
-    let found = tracing::subscriber::with_default(subscriber, || {
+    let (found, log) = capture::logged(tracing::Level::INFO, || {
         gatehouse::discovery::discover_root(
             &gatehouse::discovery::CapabilityRoot::new("r", dir.path().to_path_buf()),
             &gatehouse::discovery::DiscoveryLimits::default(),
         )
-    })
-    .expect("the root is read");
+    });
+    let found = found.expect("the root is read");
     assert!(found.servers.is_empty(), "the server is skipped");
     assert!(
         found
@@ -314,36 +330,143 @@ fn manifest_text_in_discovery_warnings_is_logged_escaped() {
         "the warning quotes the field: {:?}",
         found.warnings
     );
-    let log = captured.text();
     assert_escaped("discovery log", &log);
     assert!(log.contains(ESCAPED), "{log}");
 }
 
-/// What `tracing` wrote, for the library-level tests.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
+/// The `hostile-text` guest's whole payload, as it says it.
+const HOSTILE: &str = "ok\u{1b}]0;pwned\u{7}\u{1b}[2K\rFORGED looks fine: accepted\r\nFORGED \u{1b}[32maccepted\u{1b}[0m \u{9b}2J\u{202e}detpecca";
 
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().expect("lock").clone()).expect("UTF-8")
+/// The payload as the log shows it: [`HOSTILE`] escaped.
+const HOSTILE_ESCAPED: &str = r"ok\u{1b}]0;pwned\u{7}\u{1b}[2K\rFORGED looks fine: accepted\r\nFORGED \u{1b}[32maccepted\u{1b}[0m \u{9b}2J\u{202e}detpecca";
+
+/// Reviews an approval request with the `hostile-text` guest, through the
+/// library, under a plain subscriber; returns what was logged.
+fn review_hostile_text_in_the_library(module_config: &str) -> String {
+    let bytes = std::fs::read(guest("test_guest_hostile_text")).expect("the guest");
+    let sandbox = Sandbox::new(Limits::default()).expect("sandbox");
+    let module = sandbox
+        .load_bytes("hostile-text", "hostile_text.wasm", &bytes, None)
+        .expect("loads");
+    let params = ElicitationParams::from_wire(&serde_json::json!({
+        "message": "Allow read_file?",
+        "requestedSchema": {"type": "object", "properties": {}},
+        "_meta": {"codex_request_type": "approval_request",
+                  "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}
+    }))
+    .expect("valid params");
+    let request = ReviewRequest::new(params, ReviewContext::new("docs", RequestId::Number(1)));
+    let (_, log) = capture::logged(tracing::Level::TRACE, || {
+        module.review(module_config, &request)
+    });
+    log
+}
+
+/// The sandbox escapes a guest's log message and fields where it logs them
+/// (`sandbox/state.rs`): with a formatter that escapes nothing, no raw
+/// control reaches the log and each field is quoted.
+#[test]
+fn the_sandbox_logs_a_guests_message_and_fields_escaped_at_the_call_site() {
+    let log = review_hostile_text_in_the_library("{}");
+    assert_escaped("guest log", &log);
+    let line = log
+        .lines()
+        .find(|line| line.contains("gatehouse::guest"))
+        .unwrap_or_else(|| panic!("the guest's log line: {log}"));
+    assert!(
+        line.contains(&format!("gatehouse::guest: {HOSTILE_ESCAPED} module=")),
+        "the message: {line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "fields={{\"key{HOSTILE_ESCAPED}\": \"{HOSTILE_ESCAPED}\"}}"
+        )),
+        "the fields: {line}"
+    );
+}
+
+/// The sandbox escapes a failing guest's stderr and failure where it logs
+/// them (`sandbox/module.rs`, `review failed`).
+#[test]
+fn the_sandbox_logs_a_failing_guests_stderr_and_failure_escaped_at_the_call_site() {
+    let log = review_hostile_text_in_the_library(r#"{"trap": true}"#);
+    assert_escaped("review failed", &log);
+    let failed = log
+        .lines()
+        .find(|line| line.contains("review failed"))
+        .unwrap_or_else(|| panic!("the failure's log line: {log}"));
+    assert!(failed.contains(&format!("stderr={ESCAPED}")), "{failed}");
+    assert!(failed.contains(" WARN "), "{failed}");
+}
+
+/// No raw character `needs_escape` names (other than the newlines of
+/// pretty-printed JSON) in `text`.
+fn assert_no_raw_controls(what: &str, text: &str) {
+    let raw: Vec<char> = text
+        .trim_end()
+        .chars()
+        .filter(|&c| needs_escape(c) && c != '\n')
+        .collect();
+    assert!(raw.is_empty(), "{what}: raw {raw:?} in {text}");
+}
+
+/// Whether `value` holds the string `wanted` anywhere.
+fn holds(value: &serde_json::Value, wanted: &str) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.contains(wanted),
+        serde_json::Value::Array(items) => items.iter().any(|item| holds(item, wanted)),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| key.contains(wanted) || holds(item, wanted)),
+        _ => false,
     }
 }
 
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+#[test]
+fn review_json_carries_what_the_guest_said_as_json_escapes() {
+    let output = gatehouse(&[
+        "review",
+        "--format",
+        "json",
+        "--module",
+        &guest("test_guest_hostile_text"),
+        "--request",
+        "examples/requests/approve-read-only.json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let text = stdout(&output);
+    assert_no_raw_controls("review --format json", &text);
+    assert!(text.contains(r"ok\u001b]0;pwned\u0007"), "{text}");
+    assert!(text.contains(r"\u009b2J\u202edetpecca"), "{text}");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert!(holds(&value, HOSTILE), "the rationale, losslessly: {value}");
 }
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
+#[test]
+fn conformance_json_carries_what_the_module_said_as_json_escapes() {
+    let run = |format: &str| {
+        gatehouse(&[
+            "conformance",
+            &guest("test_guest_hostile_text"),
+            "--suite",
+            "contract",
+            "--format",
+            format,
+        ])
+    };
+    let json = stdout(&run("json"));
+    assert_no_raw_controls("conformance --format json", &json);
+    let value: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert!(
+        holds(&value, &format!("hostile-text {HOSTILE}")),
+        "describe()'s name, losslessly: {json}"
+    );
 
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
+    // JUnit shows what a module said only in failures; every check of this
+    // guest passes, so this is the smoke test, and
+    // `conformance::report::tests::the_junit_report_escapes_what_the_module_said_and_stays_valid_xml`
+    // proves the escaping.
+    let xml = stdout(&run("junit"));
+    assert_no_raw_controls("conformance --format junit", &xml);
+    quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
 }

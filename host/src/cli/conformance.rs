@@ -85,7 +85,7 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     let report = kit.run(&args.module.display().to_string(), &bytes, suite, &extra);
     match args.format {
         FormatArg::Text => print!("{}", report.to_text()),
-        FormatArg::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        FormatArg::Json => println!("{}", gatehouse::escape::to_json_string_pretty(&report)?),
         FormatArg::Junit => println!("{}", report.to_junit()),
     }
     Ok(if report.passed() {

@@ -28,7 +28,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let sandbox = Sandbox::new(Limits::default())?;
     let report = inspect(&sandbox, &args.module.display().to_string(), &bytes)?;
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Json => println!("{}", gatehouse::escape::to_json_string_pretty(&report)?),
         Format::Text => print_text(&report),
     }
     Ok(if report.reviewer.is_ok() {

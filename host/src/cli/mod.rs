@@ -5,6 +5,7 @@ mod bench;
 mod conformance;
 mod demo;
 mod inspect;
+mod plugins;
 mod reload;
 mod review;
 mod serve;
@@ -40,6 +41,7 @@ enum Command {
     Demo(demo::DemoArgs),
     Reload(reload::ReloadArgs),
     Bench(bench::BenchArgs),
+    Plugins(plugins::PluginsArgs),
 }
 
 /// How results are printed.
@@ -57,9 +59,11 @@ impl Cli {
     pub fn quiet_level(&self) -> &'static str {
         match self.command {
             Command::Conformance(_) => "error",
-            Command::Review(_) | Command::Inspect(_) | Command::Serve(_) | Command::Reload(_) => {
-                "warn"
-            }
+            Command::Review(_)
+            | Command::Inspect(_)
+            | Command::Serve(_)
+            | Command::Reload(_)
+            | Command::Plugins(_) => "warn",
             Command::Demo(_) => "error",
             // Failed reviews are counted in the report, not logged one by one.
             Command::Bench(_) => "error",
@@ -77,13 +81,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(args),
         Command::Reload(args) => reload::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Plugins(args) => plugins::run(args),
     }
 }
 
 /// Logs to stderr at `quiet` (or more with -v); `RUST_LOG` overrides.
 /// Colours only when stderr is a terminal; every field escaped
 /// ([`EscapedFields`]).
-pub fn init_tracing(verbose: u8, quiet: &str) {
+///
+/// Keep the returned guard until the program ends: dropping it flushes
+/// what is still queued.
+pub fn init_tracing(verbose: u8, quiet: &str) -> tracing_appender::non_blocking::WorkerGuard {
     let default = match verbose {
         0 => quiet,
         1 => "debug",
@@ -91,12 +99,23 @@ pub fn init_tracing(verbose: u8, quiet: &str) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Logging never blocks the code that logs: lines go through a bounded
+    // queue to a thread that writes stderr, and are dropped (and counted)
+    // when it is full. Under `gatehouse serve` on stdio, stderr is a pipe
+    // the client may stop reading; a blocking write there would hold a
+    // guest's review (a guest log is written inside its host call) past its
+    // deadline and stall every thread that logs.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .thread_name("gatehouse-log")
+        .finish(std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal())
         .fmt_fields(EscapedFields)
         .init();
+    guard
 }
 
 /// Writes an event's fields like tracing's default (the message, then

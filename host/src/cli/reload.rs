@@ -1,19 +1,18 @@
 //! `gatehouse reload`: asks a running `gatehouse serve` to reopen its audit
 //! log and reload its reviewer chain, and prints what it answered.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use gatehouse::config::Config;
 
 /// Reload the reviewer chain of a running `gatehouse serve` (through its
 /// control socket, `.gatehouse/control.sock` beside the config, which only
 /// the server's own user may use) and reopen its audit log (after rotating
 /// it). Prints the new modules and digests, or why the reload was refused
-/// (the old chain keeps serving). Exits 0 on success, 1 otherwise.
-/// `kill -HUP` does the same without the answer.
+/// (the old chain keeps serving). Exits 0 on success, 1 otherwise. Talks
+/// only to a server running as the same user (its uid is checked before
+/// anything is sent). `kill -HUP` does the same without the answer.
 #[derive(Debug, clap::Args)]
 pub struct ReloadArgs {
     /// The config file the server runs with.
@@ -26,14 +25,16 @@ pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
     let socket = config.control_socket();
     #[cfg(unix)]
     {
-        let mut stream = std::os::unix::net::UnixStream::connect(&socket).with_context(|| {
-            format!("{}: no gatehouse serve is listening here", socket.display())
-        })?;
-        stream.write_all(b"reload\n")?;
-        let mut reply = String::new();
-        // One line is the answer; a server that says more is cut off.
-        BufReader::new(stream.take(64 * 1024)).read_line(&mut reply)?;
-        println!("{}", gatehouse::escape::Escaped(reply.trim_end()));
+        // The server's uid is checked before anything is sent: a socket
+        // another user planted, or their server, gets nothing.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let reply = runtime.block_on(gatehouse::control::request(
+            &socket,
+            gatehouse::control::Request::Reload,
+        ))?;
+        println!("{}", gatehouse::escape::Escaped(&reply));
         Ok(if reply.starts_with("ok") {
             ExitCode::SUCCESS
         } else {

@@ -133,7 +133,10 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
         });
         match args.format {
             Format::Text => print_text(path, &request, &report),
-            Format::Json => println!("{}", serde_json::to_string(&json_report(path, &report))?),
+            Format::Json => println!(
+                "{}",
+                gatehouse::escape::to_json_string(&json_report(path, &report))?
+            ),
         }
     }
     drop(sandbox);

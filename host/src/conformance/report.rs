@@ -84,8 +84,9 @@ impl Report {
 
     /// A table for people: case, expected, got, pass/fail, time; then the
     /// details of each failure. What the module said (its `describe()`
-    /// name, outcomes, failure details) is escaped; JSON and JUnit escape
-    /// it by their own rules.
+    /// name, outcomes, failure details) is escaped; the JSON report
+    /// ([`crate::escape::to_json_string_pretty`]) and [`Report::to_junit`]
+    /// escape it too, each in its own syntax.
     pub fn to_text(&self) -> String {
         let rows: Vec<[Cow<'_, str>; 4]> = self
             .results
@@ -149,31 +150,41 @@ impl Report {
         text
     }
 
-    /// The report as JUnit XML, one test suite per kit suite.
+    /// The report as JUnit XML, one test suite per kit suite. Every string
+    /// is escaped as for a terminal ([`escape`]: `\u{1b}` for ESC, and so
+    /// on) before it goes into the XML, so what the module said is shown, not
+    /// dropped (quick-junit would strip ANSI sequences and C0 controls) and
+    /// not passed on raw (DEL, C1, bidi controls, which quick-junit keeps).
     pub fn to_junit(&self) -> String {
         use quick_junit::{NonSuccessKind, Report as Junit, TestCase, TestCaseStatus, TestSuite};
-        let mut junit = Junit::new(format!("gatehouse conformance of {}", self.module));
+        let mut junit = Junit::new(xml_text(&format!(
+            "gatehouse conformance of {}",
+            self.module
+        )));
         let mut suites: Vec<TestSuite> = Vec::new();
         for result in &self.results {
+            let suite_name = xml_text(&result.suite);
             if suites
                 .last()
-                .is_none_or(|suite| suite.name.as_str() != result.suite)
+                .is_none_or(|suite| suite.name.as_str() != suite_name)
             {
-                suites.push(TestSuite::new(result.suite.clone()));
+                suites.push(TestSuite::new(suite_name.clone()));
             }
             let status = if result.passed {
                 TestCaseStatus::success()
             } else {
                 let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                status.set_message(format!("expected {}, got {}", result.expected, result.got));
+                status.set_message(xml_text(&format!(
+                    "expected {}, got {}",
+                    result.expected, result.got
+                )));
                 if let Some(detail) = &result.detail {
-                    status.set_description(detail.clone());
+                    status.set_description(xml_text(detail));
                 }
                 status
             };
-            let mut case = TestCase::new(result.case.clone(), status);
-            case.set_classname(result.suite.clone())
-                .set_time(result.time);
+            let mut case = TestCase::new(xml_text(&result.case), status);
+            case.set_classname(suite_name).set_time(result.time);
             if let Some(suite) = suites.last_mut() {
                 suite.add_test_case(case);
             }
@@ -182,6 +193,20 @@ impl Report {
         junit
             .to_string()
             .unwrap_or_else(|error| format!("<!-- cannot write JUnit XML: {error} -->"))
+    }
+}
+
+/// `text` as it goes into JUnit XML: [`escape`]d, which leaves none of the
+/// control characters XML 1.0 cannot carry, and U+FFFE and U+FFFF (which it
+/// cannot carry either) escaped the same way.
+fn xml_text(text: &str) -> String {
+    let escaped = escape(text);
+    if escaped.contains(['\u{fffe}', '\u{ffff}']) {
+        escaped
+            .replace('\u{fffe}', "\\u{fffe}")
+            .replace('\u{ffff}', "\\u{ffff}")
+    } else {
+        escaped.into_owned()
     }
 }
 
@@ -229,5 +254,77 @@ mod tests {
         );
         assert!(text.contains(r"\u{1b}]0;pwned\u{7}\r\nFORGED"), "{text}");
         assert!(text.ends_with("\n1 passed, 1 failed\n"), "{text}");
+    }
+
+    /// A report whose every string carries what `needs_escape` names (and
+    /// the two characters XML cannot carry).
+    fn hostile_report() -> (Report, &'static str) {
+        let hostile = "x\u{1b}]0;pwned\u{7}\r\nFORGED\u{7f}\u{9b}2J\u{202e}detpecca\u{2028}\u{200b}\u{e0041}\u{fffe}<&>\"'";
+        let mut report = Report::new(hostile);
+        report.push(
+            hostile,
+            hostile,
+            (hostile, hostile),
+            false,
+            Some(hostile.to_owned()),
+            Duration::ZERO,
+        );
+        report.push(
+            "contract",
+            "describe",
+            ("a", "a"),
+            true,
+            None,
+            Duration::ZERO,
+        );
+        (report, hostile)
+    }
+
+    #[test]
+    fn the_junit_report_escapes_what_the_module_said_and_stays_valid_xml() {
+        let (report, _) = hostile_report();
+        let xml = report.to_junit();
+        for raw in [
+            '\u{1b}',
+            '\r',
+            '\u{7}',
+            '\u{7f}',
+            '\u{9b}',
+            '\u{202e}',
+            '\u{2028}',
+            '\u{200b}',
+            '\u{e0041}',
+            '\u{fffe}',
+        ] {
+            assert!(!xml.contains(raw), "raw {raw:?} in {xml}");
+        }
+        // Shown, not dropped: quick-junit alone strips the ANSI sequence.
+        let shown = r"x\u{1b}]0;pwned\u{7}\r\nFORGED\u{7f}\u{9b}2J\u{202e}detpecca\u{2028}\u{200b}\u{e0041}\u{fffe}";
+        assert!(xml.contains(shown), "{xml}");
+        let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+        let suite = &parsed.test_suites[0];
+        assert!(suite.name.as_str().starts_with(shown), "{:?}", suite.name);
+        assert!(
+            suite.test_cases[0].name.as_str().ends_with("<&>\"'"),
+            "{:?}",
+            suite.test_cases[0].name
+        );
+        assert_eq!(parsed.test_suites.len(), 2);
+    }
+
+    #[test]
+    fn the_json_report_escapes_what_the_module_said_and_means_the_same() {
+        let (report, hostile) = hostile_report();
+        let json = crate::escape::to_json_string_pretty(&report).expect("JSON");
+        assert!(
+            !json
+                .chars()
+                .any(|c| crate::escape::needs_escape(c) && c != '\n'),
+            "{json:?}"
+        );
+        assert!(json.contains(r"x\u001b]0;pwned\u0007\r\nFORGED\u007f\u009b2J\u202edetpecca\u2028\u200b\udb40\udc41"), "{json}");
+        let parsed: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+        assert_eq!(parsed["module"], hostile);
+        assert_eq!(parsed["results"][0]["detail"], hostile);
     }
 }

@@ -390,41 +390,15 @@ mod tests {
         assert_eq!(lines.len(), 5);
     }
 
-    /// What `tracing` wrote while a test ran on this thread.
-    #[derive(Clone, Default)]
-    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-        type Writer = Captured;
-
-        fn make_writer(&'a self) -> Captured {
-            self.clone()
-        }
-    }
-
     /// Drains `stderr` as a server's stderr and returns the log it made.
     async fn drained(stderr: impl AsyncRead + Unpin) -> String {
-        let captured = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(captured.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::TRACE)
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let captured = crate::capture::Captured::default();
+        let _guard = tracing::subscriber::set_default(crate::capture::subscriber(
+            &captured,
+            tracing::Level::TRACE,
+        ));
         drain_stderr("srv".to_owned(), stderr).await;
-        let bytes = captured.0.lock().unwrap().clone();
-        String::from_utf8(bytes).expect("the log is UTF-8")
+        captured.text()
     }
 
     /// No raw ESC, CR, C1 CSI or bidi override, and no line that does not

@@ -5,14 +5,18 @@
 //! tag over the artifact, the module's sha256 and the engine's compatibility
 //! hash (so an artifact cannot be moved to another module's name), under a
 //! random per-host key kept beside the directory, never in it. The directory
-//! must belong to this user and be writable by nobody else; files are
-//! created 0600 and never opened through a symbolic link.
+//! is a private directory and the key and artifacts private files, by the
+//! rules of [`crate::private_fs`]: the directory the user's own (created
+//! 0700, tightened to 0700 if loose, refused if a symbolic link or another
+//! user's), files created 0600 and never opened through a symbolic link, and
+//! a key or artifact that is not this user's alone refused.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+
+use crate::private_fs::{self, PrivateError, Refusal};
 
 /// The keyed MAC of artifacts.
 type HmacSha256 = Hmac<Sha256>;
@@ -92,32 +96,10 @@ pub(crate) enum CacheError {
 /// What is wrong with a cache file or directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum Problem {
-    /// Another user owns it.
-    #[error("it is owned by uid {owner}, not by this user (uid {user})")]
-    NotOwned {
-        /// The owner.
-        owner: u32,
-        /// The running user.
-        user: u32,
-    },
-    /// A directory that group or others may write to.
-    #[error("it is writable by group or others (mode {mode:04o})")]
-    Writable {
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// A key that group or others may read or write.
-    #[error("it is readable or writable by group or others (mode {mode:04o})")]
-    Shared {
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// A symbolic link where a file must be.
-    #[error("it is a symbolic link")]
-    Symlink,
-    /// Not the kind of file it should be.
-    #[error("it is not a {0}")]
-    WrongKind(&'static str),
+    /// Not a private file or directory ([`crate::private_fs`]): a symbolic
+    /// link, the wrong kind, another user's, or (a file) open to others.
+    #[error("{0}")]
+    Private(Refusal),
     /// A key of the wrong size.
     #[error("it holds {0} bytes, not {KEY_LEN}")]
     KeyLength(u64),
@@ -153,36 +135,29 @@ impl Artifact {
 }
 
 impl CompileCache {
-    /// Creates `dir` if missing (0700, with any missing parents), refuses it
-    /// unless this user owns it and nobody else may write to it, and reads the
-    /// key beside it (`<dir>.key`), creating it on first use.
+    /// Makes `dir` a private directory ([`private_fs::private_dir`]: created
+    /// 0700 with any missing parents, tightened to 0700 if loose, refused if
+    /// it or a `.gatehouse` above it is a symbolic link or another user's),
+    /// and reads the key beside it (`<dir>.key`), creating it on first use.
     pub(crate) fn open(dir: PathBuf) -> Result<CompileCache, CacheError> {
         if !cfg!(unix) {
             return Err(CacheError::Unsupported(dir));
         }
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(&dir).map_err(|source| CacheError::Io {
-            path: dir.clone(),
-            action: "create the compile cache directory",
-            source,
+        private_fs::private_dir(&dir).map_err(|error| match error {
+            PrivateError::Refused { path, refusal } => CacheError::UnsafeDirectory {
+                dir: path,
+                problem: Problem::Private(refusal),
+            },
+            PrivateError::Io {
+                path,
+                action,
+                source,
+            } => CacheError::Io {
+                path,
+                action,
+                source,
+            },
         })?;
-        let metadata = std::fs::metadata(&dir).map_err(|source| CacheError::Io {
-            path: dir.clone(),
-            action: "inspect the compile cache directory",
-            source,
-        })?;
-        let problem = if metadata.is_dir() {
-            let (owner, mode) = os::owner_and_mode(&metadata);
-            check_directory(owner, mode, os::user()).err()
-        } else {
-            Some(Problem::WrongKind("directory"))
-        };
-        if let Some(problem) = problem {
-            return Err(CacheError::UnsafeDirectory { dir, problem });
-        }
         let key_path = key_path(&dir)?;
         let key = match read_key(&key_path) {
             Err(CacheError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -204,13 +179,22 @@ impl CompileCache {
 
     /// The artifact for the module with sha256 `digest` compiled by an engine
     /// with compatibility hash `engine`, if one is cached and its tag
-    /// verifies. One that does not is logged and removed.
+    /// verifies. One that is unsafe or invalid is logged and removed; one
+    /// that cannot be read just now (out of file descriptors, say) is logged
+    /// and left in place, and the module is compiled in memory this time.
     pub(crate) fn get(&self, digest: &str, engine: u64) -> Option<Artifact> {
         let path = self.artifact_path(digest, engine);
         match self.read_verified(&path, digest, engine) {
             Ok(artifact) => artifact,
-            Err(error) => {
+            Err(error) if must_discard(&error) => {
                 self.discard(digest, engine, &error);
+                None
+            }
+            Err(error) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    "cannot read a cached compiled module, so compiling it again (the cached one is kept): {error}"
+                );
                 None
             }
         }
@@ -234,16 +218,8 @@ impl CompileCache {
     pub(crate) fn put(&self, digest: &str, engine: u64, artifact: &[u8]) -> Result<(), CacheError> {
         let path = self.artifact_path(digest, engine);
         let tag = self.tag(digest, engine, artifact).finalize().into_bytes();
-        let temporary = temporary_path(&path)?;
-        write_new(&temporary, &[MAGIC, tag.as_slice(), artifact])?;
-        std::fs::rename(&temporary, &path).map_err(|source| {
-            let _ = std::fs::remove_file(&temporary);
-            CacheError::Io {
-                path: path.clone(),
-                action: "move the compiled module into place",
-                source,
-            }
-        })
+        private_fs::replace(&path, &[MAGIC, tag.as_slice(), artifact], false)
+            .map_err(|error| io_error(error, "store the compiled module"))
     }
 
     /// Where the artifact of `digest` for `engine` lives.
@@ -274,14 +250,14 @@ impl CompileCache {
             path: path.to_path_buf(),
             problem,
         };
-        let file = match read_file(path, "read the cached compiled module") {
+        let file = match private_fs::read(path, u64::MAX) {
             Ok(file) => file,
-            Err(CacheError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(None);
+            Err(error) if error.is_not_found() => return Ok(None),
+            Err(PrivateError::Refused { refusal, .. }) => {
+                return Err(refuse(Problem::Private(refusal)));
             }
-            Err(error) => return Err(error),
+            Err(error) => return Err(io_error(error, "read the cached compiled module")),
         };
-        let file = file.map_err(refuse)?;
         let (Some(header), Some(artifact)) = (file.get(..HEADER_LEN), file.get(HEADER_LEN..))
         else {
             return Err(refuse(Problem::NoHeader));
@@ -297,33 +273,42 @@ impl CompileCache {
     }
 }
 
-/// Whether a directory owned by `owner` with mode `mode` may hold the cache
-/// of user `user`: it must be theirs and writable by nobody else.
-fn check_directory(owner: u32, mode: u32, user: u32) -> Result<(), Problem> {
-    if owner != user {
-        return Err(Problem::NotOwned { owner, user });
+/// Whether a failure to read an artifact means the artifact itself must go:
+/// only when it is unsafe (a link, not a regular file, another user's, open
+/// to others) or invalid (no header, a tag that does not verify). An I/O
+/// error (out of file descriptors, permission denied, EIO) says nothing
+/// about the artifact, which stays for the next time.
+fn must_discard(error: &CacheError) -> bool {
+    match error {
+        CacheError::UnsafeArtifact { .. } => true,
+        CacheError::UnsafeDirectory { .. }
+        | CacheError::UnsafeKey { .. }
+        | CacheError::Io { .. }
+        | CacheError::Random(_)
+        | CacheError::NoKeyPlace(_)
+        | CacheError::Unsupported(_) => false,
     }
-    if mode & 0o022 != 0 {
-        return Err(Problem::Writable {
-            mode: mode & 0o7777,
-        });
-    }
-    Ok(())
 }
 
-/// Whether a cache file (the key or an artifact) owned by `owner` with mode
-/// `mode` may be used by user `user`: it must be theirs and nobody else may
-/// read or write it.
-fn check_private(owner: u32, mode: u32, user: u32) -> Result<(), Problem> {
-    if owner != user {
-        return Err(Problem::NotOwned { owner, user });
+/// A [`PrivateError`] as a [`CacheError::Io`] (a refusal too: for files the
+/// cache writes, the refusal is of an operation, not of a file it reads).
+fn io_error(error: PrivateError, action: &'static str) -> CacheError {
+    match error {
+        PrivateError::Io {
+            path,
+            action,
+            source,
+        } => CacheError::Io {
+            path,
+            action,
+            source,
+        },
+        PrivateError::Refused { path, refusal } => CacheError::Io {
+            path,
+            action,
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal),
+        },
     }
-    if mode & 0o077 != 0 {
-        return Err(Problem::Shared {
-            mode: mode & 0o7777,
-        });
-    }
-    Ok(())
 }
 
 /// `<dir>.key`: beside the directory, so that whoever can put files in the
@@ -349,12 +334,18 @@ fn key_path(dir: &Path) -> Result<PathBuf, CacheError> {
 /// Reads the key without following a symbolic link, refusing one that is not
 /// this user's alone.
 fn read_key(path: &Path) -> Result<Vec<u8>, CacheError> {
-    let file = read_file(path, "read the compile cache key")?;
     let refuse = |problem| CacheError::UnsafeKey {
         path: path.to_path_buf(),
         problem,
     };
-    let key = file.map_err(refuse)?;
+    let key = private_fs::read(path, 4096).map_err(|error| match error {
+        PrivateError::Refused {
+            refusal: Refusal::TooLarge { len, .. },
+            ..
+        } => refuse(Problem::KeyLength(len)),
+        PrivateError::Refused { refusal, .. } => refuse(Problem::Private(refusal)),
+        error => io_error(error, "read the compile cache key"),
+    })?;
     if key.len() != KEY_LEN {
         return Err(refuse(Problem::KeyLength(key.len() as u64)));
     }
@@ -367,8 +358,10 @@ fn read_key(path: &Path) -> Result<Vec<u8>, CacheError> {
 fn create_key(path: &Path) -> Result<Vec<u8>, CacheError> {
     let mut key = vec![0; KEY_LEN];
     getrandom::fill(&mut key).map_err(|error| CacheError::Random(error.to_string()))?;
-    let temporary = temporary_path(path)?;
-    write_new(&temporary, &[&key])?;
+    let temporary = private_fs::temporary_path(path)
+        .map_err(|error| io_error(error, "create the compile cache key"))?;
+    private_fs::write_new(&temporary, &[&key], true)
+        .map_err(|error| io_error(error, "create the compile cache key"))?;
     let linked = std::fs::hard_link(&temporary, path);
     let _ = std::fs::remove_file(&temporary);
     match linked {
@@ -382,218 +375,109 @@ fn create_key(path: &Path) -> Result<Vec<u8>, CacheError> {
     }
 }
 
-/// A fresh name beside `path` for a file to be moved there.
-fn temporary_path(path: &Path) -> Result<PathBuf, CacheError> {
-    let mut random = [0u8; 8];
-    getrandom::fill(&mut random).map_err(|error| CacheError::Random(error.to_string()))?;
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Ok(path.with_file_name(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        hex::encode(random)
-    )))
-}
-
-/// Creates `path` (0600; failing if anything, a symbolic link included, is
-/// there) and writes `parts` to it. Removes it again if writing fails.
-fn write_new(path: &Path, parts: &[&[u8]]) -> Result<(), CacheError> {
-    let io = |source| CacheError::Io {
-        path: path.to_path_buf(),
-        action: "write a new cache file",
-        source,
-    };
-    let mut file = os::create_private(path).map_err(io)?;
-    let written = parts.iter().try_for_each(|part| file.write_all(part));
-    if let Err(source) = written {
-        drop(file);
-        let _ = std::fs::remove_file(path);
-        return Err(io(source));
-    }
-    Ok(())
-}
-
-/// Reads the regular file at `path` without following a symbolic link (or
-/// blocking on a FIFO), refusing one that is not this user's alone. The outer
-/// error is the I/O failure (`action` says what was being read); the inner one
-/// says why the file itself is refused.
-fn read_file(path: &Path, action: &'static str) -> Result<Result<Vec<u8>, Problem>, CacheError> {
-    let io = |source| CacheError::Io {
-        path: path.to_path_buf(),
-        action,
-        source,
-    };
-    let mut file = match os::open_nofollow(path) {
-        Ok(file) => file,
-        Err(error) if os::is_symlink_refusal(&error) => return Ok(Err(Problem::Symlink)),
-        Err(error) => return Err(io(error)),
-    };
-    let metadata = file.metadata().map_err(io)?;
-    if !metadata.is_file() {
-        return Ok(Err(Problem::WrongKind("regular file")));
-    }
-    let (owner, mode) = os::owner_and_mode(&metadata);
-    if let Err(problem) = check_private(owner, mode, os::user()) {
-        return Ok(Err(problem));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes).map_err(io)?;
-    Ok(Ok(bytes))
-}
-
-/// What differs between platforms: owners, modes and `O_NOFOLLOW`.
-#[cfg(unix)]
-mod os {
-    use std::fs::{File, Metadata, OpenOptions};
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    use std::path::Path;
-
-    use rustix::fs::OFlags;
-
-    /// The effective uid of this process.
-    pub(super) fn user() -> u32 {
-        rustix::process::geteuid().as_raw()
-    }
-
-    /// A file's owner and mode bits.
-    pub(super) fn owner_and_mode(metadata: &Metadata) -> (u32, u32) {
-        (metadata.uid(), metadata.mode())
-    }
-
-    /// Opens `path` for reading; fails on a symbolic link and does not block
-    /// on a FIFO.
-    pub(super) fn open_nofollow(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(flags(OFlags::NOFOLLOW | OFlags::NONBLOCK))
-            .open(path)
-    }
-
-    /// Creates `path` for writing, 0600, failing if anything is there (a
-    /// symbolic link included).
-    pub(super) fn create_private(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(flags(OFlags::NOFOLLOW))
-            .open(path)
-    }
-
-    /// Whether `error` is `open` refusing a symbolic link under `O_NOFOLLOW`.
-    pub(super) fn is_symlink_refusal(error: &std::io::Error) -> bool {
-        error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
-    }
-
-    /// `flags` as `custom_flags` takes them.
-    fn flags(flags: OFlags) -> i32 {
-        flags.bits() as i32
-    }
-}
-
-/// Elsewhere the cache is refused at [`CompileCache::open`]; these only let
-/// the module build.
-#[cfg(not(unix))]
-mod os {
-    use std::fs::{File, Metadata};
-    use std::path::Path;
-
-    /// No uids here.
-    pub(super) fn user() -> u32 {
-        0
-    }
-
-    /// No owners or modes here: reported as another user's, world-writable.
-    pub(super) fn owner_and_mode(_metadata: &Metadata) -> (u32, u32) {
-        (u32::MAX, 0o777)
-    }
-
-    /// Unsupported.
-    pub(super) fn open_nofollow(_path: &Path) -> std::io::Result<File> {
-        Err(std::io::ErrorKind::Unsupported.into())
-    }
-
-    /// Unsupported.
-    pub(super) fn create_private(_path: &Path) -> std::io::Result<File> {
-        Err(std::io::ErrorKind::Unsupported.into())
-    }
-
-    /// Never.
-    pub(super) fn is_symlink_refusal(_error: &std::io::Error) -> bool {
-        false
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_directory_must_be_the_users_and_writable_by_nobody_else() {
-        assert_eq!(check_directory(1000, 0o40700, 1000), Ok(()));
-        assert_eq!(check_directory(1000, 0o40755, 1000), Ok(()));
-        assert_eq!(
-            check_directory(0, 0o40700, 1000),
-            Err(Problem::NotOwned {
-                owner: 0,
-                user: 1000
-            })
-        );
-        assert_eq!(
-            check_directory(1000, 0o40700, 0),
-            Err(Problem::NotOwned {
-                owner: 1000,
-                user: 0
-            })
-        );
-        assert_eq!(
-            check_directory(1000, 0o40770, 1000),
-            Err(Problem::Writable { mode: 0o770 })
-        );
-        assert_eq!(
-            check_directory(1000, 0o40702, 1000),
-            Err(Problem::Writable { mode: 0o702 })
-        );
-        assert_eq!(
-            check_directory(1000, 0o41777, 1000),
-            Err(Problem::Writable { mode: 0o1777 })
-        );
-    }
-
-    #[test]
-    fn a_file_must_be_the_users_and_readable_by_nobody_else() {
-        assert_eq!(check_private(1000, 0o100600, 1000), Ok(()));
-        assert_eq!(check_private(1000, 0o100400, 1000), Ok(()));
-        assert_eq!(
-            check_private(1001, 0o100600, 1000),
-            Err(Problem::NotOwned {
-                owner: 1001,
-                user: 1000
-            })
-        );
-        assert_eq!(
-            check_private(1000, 0o100640, 1000),
-            Err(Problem::Shared { mode: 0o640 })
-        );
-        assert_eq!(
-            check_private(1000, 0o100604, 1000),
-            Err(Problem::Shared { mode: 0o604 })
-        );
-    }
-
-    #[test]
     fn the_refusal_names_the_directory_and_the_fix() {
         let error = CacheError::UnsafeDirectory {
             dir: PathBuf::from("/srv/cache"),
-            problem: Problem::Writable { mode: 0o777 },
+            problem: Problem::Private(Refusal::NotOwned {
+                owner: 0,
+                user: 1000,
+            }),
         };
         let message = error.to_string();
         assert!(message.starts_with("/srv/cache: refusing"), "{message}");
-        assert!(message.contains("writable by group or others (mode 0777)"));
+        assert!(
+            message.contains("it belongs to uid 0, not to this user (uid 1000)"),
+            "{message}"
+        );
         assert!(message.contains("chmod 700 /srv/cache"), "{message}");
         assert!(message.contains("chown"), "{message}");
+    }
+
+    #[test]
+    fn only_an_unsafe_or_invalid_artifact_is_discarded() {
+        let path = PathBuf::from("/c/a.cwasm");
+        let unsafe_artifact = |problem| CacheError::UnsafeArtifact {
+            path: path.clone(),
+            problem,
+        };
+        for problem in [
+            Problem::BadTag,
+            Problem::NoHeader,
+            Problem::Private(Refusal::Symlink),
+            Problem::Private(Refusal::NotRegular(private_fs::FileKind::Fifo)),
+            Problem::Private(Refusal::NotOwned { owner: 1, user: 2 }),
+            Problem::Private(Refusal::Loose { mode: 0o644 }),
+        ] {
+            assert!(must_discard(&unsafe_artifact(problem)), "{problem}");
+        }
+        // Out of file descriptors, permission denied, an I/O error: the
+        // artifact may be fine, and stays.
+        for errno in [
+            rustix::io::Errno::MFILE,
+            rustix::io::Errno::NFILE,
+            rustix::io::Errno::ACCESS,
+            rustix::io::Errno::IO,
+            rustix::io::Errno::NOMEM,
+        ] {
+            let error = CacheError::Io {
+                path: path.clone(),
+                action: "read the cached compiled module",
+                source: std::io::Error::from_raw_os_error(errno.raw_os_error()),
+            };
+            assert!(!must_discard(&error), "{error}");
+        }
+    }
+
+    /// Out of file descriptors (`ulimit -n`, in a child process so that no
+    /// other test runs short): `get` finds nothing, removes nothing, and
+    /// finds the artifact again once descriptors are free.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_artifact_that_cannot_be_opened_just_now_is_kept() {
+        const CHILD: &str = "GATEHOUSE_CACHE_EMFILE_CHILD";
+        let digest = "d".repeat(64);
+        if let Some(dir) = std::env::var_os(CHILD) {
+            let cache = CompileCache::open(PathBuf::from(dir)).expect("open");
+            cache.put(&digest, 7, b"compiled").expect("put");
+            let mut held = Vec::new();
+            while let Ok(file) = std::fs::File::open("/dev/null") {
+                held.push(file);
+            }
+            let found = cache.get(&digest, 7).is_some();
+            drop(held);
+            println!("while out of descriptors: found {found}");
+            let kept = cache.artifact_path(&digest, 7).exists();
+            let again = cache
+                .get(&digest, 7)
+                .map(|artifact| artifact.bytes().to_vec());
+            println!("kept {kept}, then {again:?}");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let this = "sandbox::cache::tests::an_artifact_that_cannot_be_opened_just_now_is_kept";
+        let output = std::process::Command::new("bash")
+            .arg("-c")
+            .arg("ulimit -n 64 && exec \"$0\" --exact \"$1\" --nocapture --test-threads 1")
+            .arg(std::env::current_exe().expect("test binary"))
+            .arg(this)
+            .env(CHILD, dir.path().join("cache"))
+            .output()
+            .expect("bash runs");
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{said}");
+        assert!(
+            said.contains("while out of descriptors: found false"),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!("kept true, then Some({:?})", b"compiled".to_vec())),
+            "{said}"
+        );
     }
 
     #[cfg(unix)]
@@ -620,7 +504,7 @@ mod tests {
             matches!(
                 error,
                 CacheError::UnsafeKey {
-                    problem: Problem::Shared { mode: 0o644 },
+                    problem: Problem::Private(Refusal::Loose { mode: 0o644 }),
                     ..
                 }
             ),
@@ -639,7 +523,7 @@ mod tests {
             matches!(
                 error,
                 CacheError::UnsafeKey {
-                    problem: Problem::Symlink,
+                    problem: Problem::Private(Refusal::Symlink),
                     ..
                 }
             ),

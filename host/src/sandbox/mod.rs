@@ -114,10 +114,12 @@ impl Sandbox {
     /// engine's compatibility hash. Only an artifact whose HMAC verifies is
     /// ever loaded; any other is discarded and compiled again.
     ///
-    /// A directory owned by another user or writable by group or others (or
-    /// a key file that is not this user's alone) is refused with a warning
-    /// that says how to fix it, and modules are then compiled in memory:
-    /// [`Sandbox::compile_cache_dir`] is `None`.
+    /// The directory is a private directory ([`crate::private_fs`]): one of
+    /// this user's that group or others may use is made 0700; a symbolic
+    /// link or another user's directory (or a key file that is not this
+    /// user's alone) is refused with a warning that says how to fix it, and
+    /// modules are then compiled in memory: [`Sandbox::compile_cache_dir`] is
+    /// `None`.
     pub fn with_compile_cache(
         limits: Limits,
         dir: impl Into<std::path::PathBuf>,

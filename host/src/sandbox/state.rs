@@ -97,6 +97,12 @@ pub(crate) struct ReviewState {
     max_log_bytes: usize,
 }
 
+/// The most random bytes one `wasi:random` call may ask for. wasmtime's
+/// default (64 MiB) would let a guest make the host fill and allocate that
+/// much, outside the guest's memory cap and in one uninterruptible call; a
+/// larger request traps.
+const MAX_RANDOM_BYTES: u64 = 64 << 10;
+
 /// A closed WASI context and its captured stderr.
 struct ClosedWasi {
     ctx: WasiCtx,
@@ -113,6 +119,7 @@ impl ClosedWasi {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
+            .max_random_size(MAX_RANDOM_BYTES)
             .build();
         ClosedWasi { ctx, stderr }
     }
@@ -168,6 +175,32 @@ impl WasiView for ReviewState {
     }
 }
 
+/// A guest's log fields as they are logged: `{"key": "value", ...}`, each
+/// key and value quoted with `"` and `\` escaped (Rust's `Debug` for
+/// strings), and the whole escaped ([`Escaped`]'s rules), so that nothing in
+/// a key or value can close its quotes, start a field of the host's own, or
+/// reach the log raw.
+struct GuestFields<'a>(&'a [(String, String)]);
+
+impl std::fmt::Display for GuestFields<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        let map = DebugMap(self.0);
+        write!(crate::escape::EscapeWriter(f), "{map:?}")
+    }
+}
+
+/// The pairs as a `Debug` map of quoted strings.
+struct DebugMap<'a>(&'a [(String, String)]);
+
+impl std::fmt::Debug for DebugMap<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(key, value)| (key, value)))
+            .finish()
+    }
+}
+
 fn level_name(level: Level) -> &'static str {
     match level {
         Level::Trace => "trace",
@@ -195,13 +228,10 @@ impl logging::Host for ReviewState {
         }
         self.log_bytes += size;
         let module = &*self.module;
-        let rendered = fields
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        // Guest text: escaped, so it cannot forge lines or drive a terminal.
-        let rendered = Escaped(&rendered);
+        // Guest text: escaped, so it cannot forge lines or drive a terminal;
+        // each field's key and value quoted, so a value cannot forge a field
+        // of the host's own (`x module=guardian`).
+        let rendered = GuestFields(&fields);
         let shown = Escaped(&message);
         match level {
             Level::Trace => {
@@ -235,5 +265,87 @@ impl logging::Host for ReviewState {
             LevelFilter::WARN => Level::Warn,
             _ => Level::Error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::contract::logging::Host as _;
+    use crate::sandbox::ticker::InFlight;
+
+    /// What the sandbox logs when the guest of module `guardian` logs
+    /// `message` with `fields` at info.
+    fn guest_logged(message: &str, fields: &[(&str, &str)]) -> String {
+        let in_flight = Arc::new(InFlight::default());
+        let mut state = ReviewState::new(
+            Arc::from("guardian"),
+            &Limits::default(),
+            in_flight.enter(Duration::from_secs(1)),
+        );
+        let fields = fields
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
+        let ((), log) = crate::capture::logged(tracing::Level::TRACE, || {
+            state.log(Level::Info, message.to_owned(), fields)
+        });
+        log
+    }
+
+    #[test]
+    fn a_field_value_cannot_forge_a_field_of_the_hosts() {
+        let log = guest_logged(
+            "checked",
+            &[
+                ("verdict", "x module=allowlist"),
+                ("note", "a\" module=\"b"),
+            ],
+        );
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(
+            log.contains(
+                r#"checked module="guardian" fields={"verdict": "x module=allowlist", "note": "a\" module=\"b"}"#
+            ),
+            "{log}"
+        );
+        // Outside the quoted fields there is one `module=`: the host's.
+        let outside: String = {
+            let start = log.find("fields={").expect("fields");
+            let end = log.rfind('}').expect("end of fields");
+            format!("{}{}", &log[..start], &log[end..])
+        };
+        assert_eq!(outside.matches("module=").count(), 1, "{log}");
+    }
+
+    #[test]
+    fn keys_are_quoted_and_everything_is_escaped() {
+        let log = guest_logged(
+            "ok\u{1b}[2K\rFORGED\u{202e}",
+            &[
+                ("x module", "v"),
+                ("k\u{200b}", "line\nFORGED \u{9b}2J\u{2028}\u{e0041}"),
+            ],
+        );
+        assert_eq!(log.lines().count(), 1, "{log}");
+        for raw in [
+            '\u{1b}',
+            '\r',
+            '\u{9b}',
+            '\u{202e}',
+            '\u{2028}',
+            '\u{200b}',
+            '\u{e0041}',
+        ] {
+            assert!(!log.contains(raw), "raw {raw:?} in {log:?}");
+        }
+        assert!(
+            log.contains(
+                r#"gatehouse::guest: ok\u{1b}[2K\rFORGED\u{202e} module="guardian" fields={"x module": "v", "k\u{200b}": "line\nFORGED \u{9b}2J\u{2028}\u{e0041}"}"#
+            ),
+            "{log}"
+        );
     }
 }
