@@ -17,6 +17,11 @@
 //! path = "guardian.wasm"
 //! sha256 = "…"                    # optional pin
 //! config = { deny = [{ tool = "delete_*" }] }
+//!
+//! [gateway]                       # `gatehouse serve --listen` (HTTP)
+//! bearer_token_env_var = "GATEHOUSE_TOKEN"   # else a random token in .gatehouse/token
+//! allowed_origins = ["http://localhost:3000"]
+//! max_http_sessions = 64
 //! ```
 
 use std::collections::BTreeMap;
@@ -26,6 +31,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::chain::OnFailure;
+use crate::discovery::{TRUST_FILE_NAME, TrustMode};
 use crate::mcp::config::{RawServer, ServerConfig, ServerConfigError};
 use crate::sandbox::Limits;
 
@@ -57,6 +63,16 @@ pub enum ConfigError {
         /// What is wrong, naming the server and the field.
         source: ServerConfigError,
     },
+    /// A `[gateway]` key is invalid.
+    #[error("{}: [gateway] {field}: {problem}", path.display())]
+    Gateway {
+        /// The config file.
+        path: PathBuf,
+        /// The key.
+        field: &'static str,
+        /// What is wrong and what to write instead.
+        problem: String,
+    },
 }
 
 /// The whole config file.
@@ -75,6 +91,9 @@ pub struct Config {
     /// The `[elicitations]` section: routing settings and the audit log.
     #[serde(default)]
     pub elicitations: crate::router::ElicitationSettings,
+    /// The `[gateway]` section: the HTTP listener of `gatehouse serve --listen`.
+    #[serde(default)]
+    pub gateway: GatewayConfig,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,
@@ -100,6 +119,14 @@ impl Config {
         })?;
         config.origin = origin.to_path_buf();
         config.servers()?;
+        config
+            .gateway
+            .check(&config.mcp_servers)
+            .map_err(|(field, problem)| ConfigError::Gateway {
+                path: origin.to_path_buf(),
+                field,
+                problem,
+            })?;
         Ok(config)
     }
 
@@ -127,7 +154,8 @@ impl Config {
     }
 }
 
-/// `[capabilities]`: where plugin folders with MCP servers are discovered.
+/// `[capabilities]`: where plugin folders with MCP servers are discovered,
+/// and whether what is found there needs the operator's trust to run.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CapabilitiesConfig {
@@ -137,6 +165,118 @@ pub struct CapabilitiesConfig {
     /// Restricted mode: roots outside these directories are skipped.
     #[serde(default)]
     pub allowed_dirs: Option<Vec<PathBuf>>,
+    /// `"ask"` (the default): a discovered server runs only once
+    /// `gatehouse plugins trust` recorded its manifest's sha256 in the trust
+    /// file ([`Config::trust_file`]); `"all"`: every discovered server runs,
+    /// for roots only the operator can write to.
+    #[serde(default)]
+    pub trust: TrustMode,
+}
+
+/// `[gateway]`: who may use the HTTP listener of `gatehouse serve --listen`
+/// ([`crate::gateway::http`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The environment variable holding the bearer token clients must send.
+    /// Unset here: gatehouse makes a random token at every start and writes
+    /// it to `.gatehouse/token` beside this file. Required for a bind
+    /// address other than loopback.
+    #[serde(default)]
+    pub bearer_token_env_var: Option<String>,
+    /// Browser origins allowed to call (exact, like `http://localhost:3000`);
+    /// a request with any other `Origin` header is refused with 403. Requests
+    /// without an `Origin` (non-browser clients) are not affected. Stored
+    /// lowercased.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// HTTP sessions open at once; more `initialize` requests are refused
+    /// with 503 until one is closed (DELETE) or expires.
+    #[serde(default = "default_max_http_sessions")]
+    pub max_http_sessions: usize,
+    /// Requests one upstream session may have in flight at once; more are
+    /// refused with a JSON-RPC error.
+    #[serde(default = "default_max_calls_per_session")]
+    pub max_calls_per_session: usize,
+    /// Questions that may wait for one session's person at once; more get
+    /// `on_unhandled`, audited with why.
+    #[serde(default = "default_max_pending_per_session")]
+    pub max_pending_per_session: usize,
+}
+
+fn default_max_calls_per_session() -> usize {
+    crate::gateway::DEFAULT_MAX_CALLS_PER_SESSION
+}
+
+fn default_max_pending_per_session() -> usize {
+    crate::gateway::DEFAULT_MAX_PENDING_PER_SESSION
+}
+
+fn default_max_http_sessions() -> usize {
+    crate::gateway::http::DEFAULT_MAX_SESSIONS
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            bearer_token_env_var: None,
+            allowed_origins: Vec::new(),
+            max_http_sessions: default_max_http_sessions(),
+            max_calls_per_session: default_max_calls_per_session(),
+            max_pending_per_session: default_max_pending_per_session(),
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// Checks the keys and normalises the origins; an error names the key
+    /// and says what to write. The token's variable must not be one that
+    /// `servers` pass on to a server, or the gateway's token would reach it.
+    fn check(
+        &mut self,
+        servers: &BTreeMap<String, RawServer>,
+    ) -> Result<(), (&'static str, String)> {
+        if let Some(name) = &self.bearer_token_env_var {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err((
+                    "bearer_token_env_var",
+                    format!(
+                        "{name:?} is not an environment variable name; write the name of the variable that holds the token, e.g. \"GATEHOUSE_TOKEN\""
+                    ),
+                ));
+            }
+            for (server, raw) in servers {
+                let passed_on = if raw.env_vars.contains(name) {
+                    Some("env_vars")
+                } else if raw.bearer_token_env_var.as_ref() == Some(name) {
+                    Some("bearer_token_env_var")
+                } else if raw.env_http_headers.values().any(|var| var == name) {
+                    Some("env_http_headers")
+                } else {
+                    None
+                };
+                if let Some(key) = passed_on {
+                    return Err((
+                        "bearer_token_env_var",
+                        format!(
+                            "mcp_servers.{server} passes {name} on to its server (`{key}`), so the gateway's token would reach it; give the gateway a variable of its own"
+                        ),
+                    ));
+                }
+            }
+        }
+        for origin in &mut self.allowed_origins {
+            *origin = crate::gateway::http::parse_origin(origin)
+                .map_err(|problem| ("allowed_origins", problem))?;
+        }
+        if self.max_http_sessions == 0 {
+            return Err((
+                "max_http_sessions",
+                "must be at least 1 (the default is 64)".to_owned(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One configured capability root.
@@ -147,6 +287,12 @@ pub struct RootConfig {
     pub id: String,
     /// The directory.
     pub path: PathBuf,
+    /// Whether its servers may pass gatehouse's environment through
+    /// (`env_vars`, `bearer_token_env_var`, `env_http_headers`), set a `cwd`
+    /// outside it and be `required` (default false: such entries are
+    /// refused). Only for a root the operator alone can write to.
+    #[serde(default)]
+    pub trusted: bool,
 }
 
 /// The `[review]` section.
@@ -202,6 +348,19 @@ impl Config {
     /// this user may enter; see [`crate::control`]).
     pub fn control_socket(&self) -> PathBuf {
         self.base_dir().join(".gatehouse/control.sock")
+    }
+
+    /// The trust file of discovered servers (`gatehouse-trust.toml` beside
+    /// this file; see [`TrustStore`](crate::discovery::TrustStore)).
+    pub fn trust_file(&self) -> PathBuf {
+        self.base_dir().join(TRUST_FILE_NAME)
+    }
+
+    /// Where `gatehouse serve --listen` writes the token it makes when
+    /// `[gateway] bearer_token_env_var` is not set (0600, in the same
+    /// private directory as the control socket).
+    pub fn token_file(&self) -> PathBuf {
+        self.base_dir().join(".gatehouse/token")
     }
 }
 
@@ -356,6 +515,78 @@ mod tests {
             .to_limits();
         assert_eq!(limits.deadline(), Duration::from_millis(20));
         assert_eq!(limits.memory_bytes(), Limits::default().memory_bytes());
+    }
+
+    #[test]
+    fn capability_trust_defaults_to_ask_and_roots_to_untrusted() {
+        let defaulted = Config::parse(
+            "[capabilities]\nroots = [{ id = \"p\", path = \"plugins\" }]\n",
+            Path::new("/etc/g.toml"),
+        )
+        .expect("parses");
+        assert_eq!(defaulted.capabilities.trust, TrustMode::Ask);
+        assert!(!defaulted.capabilities.roots[0].trusted);
+        assert_eq!(
+            defaulted.trust_file(),
+            Path::new("/etc/gatehouse-trust.toml")
+        );
+        let set = Config::parse(
+            "[capabilities]\ntrust = \"all\"\nroots = [{ id = \"p\", path = \"p\", trusted = true }]\n",
+            Path::new("g.toml"),
+        )
+        .expect("parses");
+        assert_eq!(set.capabilities.trust, TrustMode::All);
+        assert!(set.capabilities.roots[0].trusted);
+        let message = Config::parse("[capabilities]\ntrust = \"some\"\n", Path::new("g.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.starts_with("g.toml:"), "{message}");
+        assert!(message.contains("trust"), "{message}");
+        assert!(message.contains("ask"), "{message}");
+    }
+
+    #[test]
+    fn the_gateway_section_defaults_checks_and_names_the_key() {
+        let defaulted = Config::parse("", Path::new("/etc/g.toml")).expect("parses");
+        assert_eq!(defaulted.gateway.bearer_token_env_var, None);
+        assert!(defaulted.gateway.allowed_origins.is_empty());
+        assert_eq!(
+            defaulted.gateway.max_http_sessions,
+            crate::gateway::http::DEFAULT_MAX_SESSIONS
+        );
+        assert_eq!(defaulted.token_file(), Path::new("/etc/.gatehouse/token"));
+        let text = "[gateway]\nbearer_token_env_var = \"GH_TOKEN\"\nallowed_origins = [\"http://LocalHost:3000\"]\nmax_http_sessions = 2\n";
+        let config = Config::parse(text, Path::new("g.toml")).expect("parses");
+        assert_eq!(
+            config.gateway.bearer_token_env_var.as_deref(),
+            Some("GH_TOKEN")
+        );
+        assert_eq!(config.gateway.allowed_origins, ["http://localhost:3000"]);
+        assert_eq!(config.gateway.max_http_sessions, 2);
+        for (text, field) in [
+            (
+                "allowed_origins = [\"http://localhost:3000/\"]",
+                "allowed_origins",
+            ),
+            ("allowed_origins = [\"*\"]", "allowed_origins"),
+            ("max_http_sessions = 0", "max_http_sessions"),
+            ("bearer_token_env_var = \"\"", "bearer_token_env_var"),
+            ("bearer_token = \"x\"", "bearer_token"),
+            (
+                "bearer_token_env_var = \"SHARED\"\n[mcp_servers.up]\ncommand = \"x\"\nenv_vars = [\"SHARED\"]",
+                "mcp_servers.up passes SHARED on",
+            ),
+            (
+                "bearer_token_env_var = \"SHARED\"\n[mcp_servers.up]\nurl = \"http://u\"\nbearer_token_env_var = \"SHARED\"",
+                "mcp_servers.up passes SHARED on",
+            ),
+        ] {
+            let message = Config::parse(&format!("[gateway]\n{text}\n"), Path::new("g.toml"))
+                .expect_err(text)
+                .to_string();
+            assert!(message.starts_with("g.toml:"), "{message}");
+            assert!(message.contains(field), "{text}: {message}");
+        }
     }
 
     #[test]

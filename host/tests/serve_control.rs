@@ -11,6 +11,7 @@ use gatehouse::mcp::result_text as text;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
 fn target() -> PathBuf {
@@ -70,6 +71,7 @@ fn mode(path: &Path) -> u32 {
 struct Served {
     child: std::process::Child,
     url: String,
+    token: String,
     log: PathBuf,
 }
 
@@ -94,7 +96,15 @@ impl Served {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected {line:?}"))
             .to_owned();
-        Served { child, url, log }
+        // The bearer token gatehouse made for HTTP clients.
+        let token = std::fs::read_to_string(config.with_file_name(".gatehouse/token"))
+            .expect("the token file");
+        Served {
+            child,
+            url,
+            token,
+            log,
+        }
     }
 
     fn logged(&self, what: &str) -> usize {
@@ -158,10 +168,13 @@ async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = config(dir.path());
     let served = Served::start(&config);
-    let client =
-        ().serve(StreamableHttpClientTransport::from_uri(served.url.clone()))
-            .await
-            .expect("initialize");
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(served.url.clone())
+                .auth_header(served.token.clone()),
+        ))
+        .await
+        .expect("initialize");
     let audit = dir.path().join("audit.jsonl");
     delete(&client, "one").await;
     assert_eq!(records(&audit).len(), 1);

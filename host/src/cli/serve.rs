@@ -9,6 +9,7 @@ use gatehouse::audit::AuditLog;
 use gatehouse::chain::Chain;
 use gatehouse::config::Config;
 use gatehouse::conformance::Kit;
+use gatehouse::gateway::http::HttpServer;
 use gatehouse::gateway::{Gateway, Upstream};
 use gatehouse::mcp::runtime::McpRuntime;
 use gatehouse::mcp::source::ConfigSource;
@@ -26,7 +27,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "gatehouse.toml")]
     config: PathBuf,
     /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8080) at /mcp
-    /// instead of stdio.
+    /// instead of stdio. Clients must send `Authorization: Bearer <token>`:
+    /// the token is written to .gatehouse/token beside the config, or taken
+    /// from the variable `[gateway] bearer_token_env_var` names (required for
+    /// an address other than loopback).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
 }
@@ -41,13 +45,27 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
+    // The HTTP listener's address and token are settled first: a refused
+    // address or an unset token variable stops here, before anything starts.
+    let http = match &args.listen {
+        Some(address) => Some(HttpServer::from_config(&config, address)?),
+        None => None,
+    };
+    if let Some(file) = http.as_ref().and_then(HttpServer::token_file) {
+        // The path only: the token itself is never printed.
+        let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+        eprintln!(
+            "gatehouse: HTTP clients must send `Authorization: Bearer <token>`; the token is in {} (new at every start)",
+            gatehouse::escape::Escaped(&file.display().to_string())
+        );
+    }
     let limits = config.review.limits.to_limits();
     let sandbox = Sandbox::with_compile_cache(limits.clone(), config.compile_cache_dir())?;
     let audit = Arc::new(AuditLog::open_with(
         config.audit_log_path(),
         config.elicitations.audit_sync,
     )?);
-    let upstream = Arc::new(Upstream::default());
+    let upstream = Arc::new(Upstream::new(config.gateway.max_pending_per_session));
     let router = Arc::new(Router::new(
         Chain::default(),
         config.elicitations.clone(),
@@ -71,23 +89,33 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let source = Arc::new(ConfigSource::new(&args.config));
     let mcp = McpRuntime::new(source, Arc::new(router.clone()));
     let catalog = mcp.clone();
+    // The requests in flight, by server: an elicitation goes only to the
+    // session whose request made the server ask.
+    let calls = Arc::new(gatehouse::calls::Calls::default());
+    router.set_calls(calls.clone());
     router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
     mcp.refresh_if_dirty()
         .await
         .context("cannot start the MCP servers")?;
     let watched = mcp.clone();
-    let _config_watcher = FileWatcher::new(&[args.config.as_path()], move |path| {
-        tracing::info!(path = %path.display(), "config changed");
-        watched.invalidate();
-    })?;
+    // The trust file too: `gatehouse plugins trust` and `untrust` take effect.
+    let trust_file = config.trust_file();
+    let _config_watcher = FileWatcher::new(
+        &[args.config.as_path(), trust_file.as_path()],
+        move |path| {
+            tracing::info!(path = %path.display(), "config changed");
+            watched.invalidate();
+        },
+    )?;
     let reloads = spawn_reloads(
         reloader.clone(),
         audit.clone(),
         &args.config,
         &config.control_socket(),
     )?;
-    let gateway = Gateway::new(mcp.clone(), upstream);
-    let served = match &args.listen {
+    let gateway = Gateway::new(mcp.clone(), upstream, calls)
+        .with_max_calls_per_session(config.gateway.max_calls_per_session);
+    let served = match http {
         None => {
             let service = gateway
                 .serve(rmcp::transport::stdio())
@@ -98,7 +126,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 () = shutdown_signal() => Ok(()),
             }
         }
-        Some(address) => serve_http(gateway, address).await,
+        Some(http) => serve_http(gateway, http).await,
     };
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
@@ -244,26 +272,13 @@ async fn reload_chain(reloader: Arc<Reloader>) -> String {
     }
 }
 
-async fn serve_http(gateway: Gateway, address: &str) -> anyhow::Result<()> {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService,
-    };
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("cannot listen on {address}"))?;
-    let local = listener.local_addr()?;
-    let service = StreamableHttpService::new(
-        move || Ok(gateway.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
-    let app = axum::Router::new().nest_service("/mcp", service);
-    println!("listening on http://{local}/mcp");
-    tokio::select! {
-        served = axum::serve(listener, app) => served.context("the HTTP server failed"),
-        () = shutdown_signal() => Ok(()),
-    }
+async fn serve_http(gateway: Gateway, http: HttpServer) -> anyhow::Result<()> {
+    let listening = http.bind().await?;
+    println!("listening on {}", listening.url());
+    listening
+        .serve(move || Ok(gateway.for_new_session()), shutdown_signal())
+        .await?;
+    Ok(())
 }
 
 /// SIGINT or SIGTERM.
