@@ -324,9 +324,10 @@ async fn servers_discovered_in_a_capability_root_are_connected() {
     )
     .expect(".mcp.json");
     let path = dir.path().join("gatehouse.toml");
+    // The operator controls this root: everything found in it runs.
     std::fs::write(
         &path,
-        "[capabilities]\nroots = [{ id = \"workspace\", path = \"plugins\" }]\n",
+        "[capabilities]\ntrust = \"all\"\nroots = [{ id = \"workspace\", path = \"plugins\" }]\n",
     )
     .expect("config");
     let runtime = McpRuntime::new(Arc::new(ConfigSource::new(&path)), Arc::new(DeclineAll));
@@ -380,7 +381,7 @@ fn plugin_root(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
 async fn selecting_roots_at_run_time_adds_their_servers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gatehouse.toml");
-    std::fs::write(&path, "").expect("config");
+    std::fs::write(&path, "[capabilities]\ntrust = \"all\"\n").expect("config");
     let selected = dir.path().join("selected");
     plugin_root(&selected, "picked");
     let source = Arc::new(ConfigSource::new(&path));
@@ -403,7 +404,7 @@ async fn a_root_that_appears_later_is_noticed_by_a_probe() {
     let path = dir.path().join("gatehouse.toml");
     std::fs::write(
         &path,
-        "[capabilities]\nroots = [{ id = \"later\", path = \"later\" }]\n",
+        "[capabilities]\ntrust = \"all\"\nroots = [{ id = \"later\", path = \"later\" }]\n",
     )
     .expect("config");
     let source = Arc::new(ConfigSource::new(&path));
@@ -472,4 +473,274 @@ async fn a_stdio_server_gets_only_the_environment_it_is_given() {
             "the base variables pass through"
         );
     }
+}
+
+/// `dir/gatehouse.toml` with the capability root `drop` (`dir/drop`, which
+/// is created) and `capabilities`, more `[capabilities]` keys.
+fn drop_root_config(dir: &std::path::Path, capabilities: &str, root: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("drop")).expect("mkdir");
+    let path = dir.join("gatehouse.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[capabilities]\n{capabilities}\nroots = [{{ id = \"drop\", path = \"drop\"{root} }}]\n"
+        ),
+    )
+    .expect("config");
+    path
+}
+
+/// Drops plugin `name` with one server `srv` (`entry`) into `root`: what
+/// anyone who can write to the root can do while gatehouse runs.
+fn drop_plugin(root: &std::path::Path, name: &str, entry: serde_json::Value) {
+    let manifest = root.join(name).join(".codex-plugin").join("plugin.json");
+    std::fs::create_dir_all(manifest.parent().expect("a folder")).expect("mkdir");
+    std::fs::write(
+        &manifest,
+        json!({"name": name, "mcpServers": {"srv": entry}}).to_string(),
+    )
+    .expect("manifest");
+}
+
+/// A demo-server answering as `name`.
+fn demo_entry(name: &str) -> serde_json::Value {
+    json!({"command": demo_server(), "args": ["--name", name], "startup_timeout_sec": 20})
+}
+
+/// What a server's `tools/list_changed` makes the gateway do.
+async fn list_changed_refresh(runtime: &McpRuntime) -> Result<bool, RuntimeError> {
+    runtime.invalidate();
+    runtime.refresh_if_dirty().await
+}
+
+/// Records every discovered server as trusted, as `gatehouse plugins trust
+/// --all` does.
+fn trust_everything(source: &ConfigSource) {
+    let report = source.plugins().expect("the plugins");
+    let mut store = report.store;
+    for status in &report.plugins {
+        store.trust(&status.server);
+    }
+    store.save().expect("the trust file is written");
+}
+
+fn state_of(source: &ConfigSource, name: &str) -> (gatehouse::discovery::TrustState, bool) {
+    let report = source.plugins().expect("the plugins");
+    let status = report
+        .plugins
+        .iter()
+        .find(|status| status.server.name == name)
+        .unwrap_or_else(|| panic!("{name} is discovered"));
+    (status.state, status.runs)
+}
+
+/// A plugin dropped into a capability root while the gateway runs is found
+/// by the next refresh (any server can cause one with `tools/list_changed`)
+/// but runs nothing until the operator trusts it; then it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_dropped_at_run_time_runs_nothing_until_it_is_trusted() {
+    use gatehouse::discovery::TrustState;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = drop_root_config(dir.path(), "", "");
+    let source = Arc::new(ConfigSource::new(&path));
+    let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    assert!(runtime.snapshot().tools().is_empty());
+
+    drop_plugin(&dir.path().join("drop"), "dropped", demo_entry("dropped"));
+    list_changed_refresh(&runtime).await.expect("refresh");
+    assert!(
+        runtime.snapshot().tool("dropped__srv__echo").is_none(),
+        "an untrusted plugin does not run"
+    );
+    assert_eq!(runtime.connects(), 0, "nothing was started");
+    assert_eq!(state_of(&source, "dropped__srv"), (TrustState::New, false));
+
+    trust_everything(&source);
+    assert_eq!(
+        state_of(&source, "dropped__srv"),
+        (TrustState::Trusted, true)
+    );
+    list_changed_refresh(&runtime).await.expect("refresh");
+    let result = runtime
+        .call_tool("dropped__srv__echo", args(json!({"text": "q"})))
+        .await
+        .expect("the trusted plugin runs");
+    assert!(text(&result).contains("[dropped] q"), "{}", text(&result));
+}
+
+/// Trust is for a manifest's exact bytes: an edit (here, to what the server
+/// is started with) makes it `changed`, and it stops running at the next
+/// refresh until it is trusted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_manifest_stops_running_until_it_is_trusted_again() {
+    use gatehouse::discovery::TrustState;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = drop_root_config(dir.path(), "", "");
+    let root = dir.path().join("drop");
+    drop_plugin(&root, "edited", demo_entry("before"));
+    let source = Arc::new(ConfigSource::new(&path));
+    trust_everything(&source);
+    let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    let before = runtime
+        .call_tool("edited__srv__echo", args(json!({"text": "x"})))
+        .await
+        .expect("trusted: it runs");
+    assert!(text(&before).contains("[before] x"));
+
+    drop_plugin(&root, "edited", demo_entry("after"));
+    list_changed_refresh(&runtime).await.expect("refresh");
+    assert!(
+        runtime.snapshot().tool("edited__srv__echo").is_none(),
+        "the changed manifest does not run"
+    );
+    assert_eq!(
+        state_of(&source, "edited__srv"),
+        (TrustState::Changed, false)
+    );
+
+    trust_everything(&source);
+    list_changed_refresh(&runtime).await.expect("refresh");
+    let after = runtime
+        .call_tool("edited__srv__echo", args(json!({"text": "y"})))
+        .await
+        .expect("trusted again: it runs");
+    assert!(text(&after).contains("[after] y"), "{}", text(&after));
+}
+
+/// Outside a root configured `trusted = true`, a discovered entry cannot
+/// read gatehouse's environment (`env_vars`), set a `cwd` outside its root,
+/// or be `required` (a failing required plugin would stop gatehouse): each
+/// such entry is refused, even with `trust = "all"`, and the rest run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_root_cannot_reach_the_environment_a_cwd_outside_or_required() {
+    const SECRET: &str = "GATEHOUSE_TEST_SECRET_FOR_NO_PLUGIN";
+    // SAFETY: no other test reads or writes this variable.
+    unsafe { std::env::set_var(SECRET, "plugin-loot") };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = drop_root_config(dir.path(), "trust = \"all\"", "");
+    let root = dir.path().join("drop");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    let hostile = hostile_server().display().to_string();
+    drop_plugin(
+        &root,
+        "envy",
+        json!({"command": hostile, "args": ["--mode", "environment"], "env_vars": [SECRET]}),
+    );
+    drop_plugin(
+        &root,
+        "plain",
+        json!({"command": hostile, "args": ["--mode", "environment"], "env": {"OWN": "mine"}}),
+    );
+    let mut roams = demo_entry("roams");
+    roams["cwd"] = json!(outside);
+    drop_plugin(&root, "roams", roams);
+    let mut vital = demo_entry("vital");
+    vital["args"] = json!(["--fail"]);
+    vital["required"] = json!(true);
+    drop_plugin(&root, "vital", vital);
+
+    let source = Arc::new(ConfigSource::new(&path));
+    let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
+    runtime
+        .refresh_if_dirty()
+        .await
+        .expect("a required plugin cannot stop gatehouse");
+    let snapshot = runtime.snapshot();
+    assert!(snapshot.tool("envy__srv__go").is_none(), "env_vars refused");
+    assert!(snapshot.tool("roams__srv__echo").is_none(), "cwd refused");
+    assert!(
+        snapshot.connection("vital__srv").is_none(),
+        "required refused"
+    );
+    let result = runtime
+        .call_tool("plain__srv__go", None)
+        .await
+        .expect("a plugin asking for nothing more runs");
+    let report: serde_json::Value = serde_json::from_str(&text(&result)).expect("JSON");
+    assert_eq!(report["environment"]["OWN"], "mine", "its own env is set");
+    assert!(!text(&result).contains("plugin-loot"), "{}", text(&result));
+
+    let plugins = source.plugins().expect("the plugins").plugins;
+    let refused = |name: &str| -> Vec<&str> {
+        plugins
+            .iter()
+            .find(|status| status.server.name == name)
+            .expect("discovered")
+            .refused
+            .iter()
+            .map(|refusal| refusal.field)
+            .collect()
+    };
+    assert_eq!(refused("envy__srv"), ["env_vars"]);
+    assert_eq!(refused("roams__srv"), ["cwd"]);
+    assert_eq!(refused("vital__srv"), ["required"]);
+    assert!(refused("plain__srv").is_empty());
+}
+
+/// In a root configured `trusted = true`, the same entries do what they
+/// say: `env_vars` passes the variable, the `cwd` outside is used, and a
+/// failing `required` server fails the refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_root_may_pass_the_environment_set_a_cwd_and_be_required() {
+    const PASSED: &str = "GATEHOUSE_TEST_PASSED_TO_A_TRUSTED_ROOT";
+    // SAFETY: no other test reads or writes this variable.
+    unsafe { std::env::set_var(PASSED, "operator-chose-this") };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = drop_root_config(dir.path(), "trust = \"all\"", ", trusted = true");
+    let root = dir.path().join("drop");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("mkdir");
+    drop_plugin(
+        &root,
+        "envy",
+        json!({"command": hostile_server(), "args": ["--mode", "environment"], "env_vars": [PASSED]}),
+    );
+    let mut roams = demo_entry("roams");
+    roams["cwd"] = json!(outside);
+    drop_plugin(&root, "roams", roams);
+
+    let source = Arc::new(ConfigSource::new(&path));
+    let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    let result = runtime.call_tool("envy__srv__go", None).await.expect("go");
+    let report: serde_json::Value = serde_json::from_str(&text(&result)).expect("JSON");
+    assert_eq!(report["environment"][PASSED], "operator-chose-this");
+    runtime
+        .call_tool("roams__srv__echo", args(json!({"text": "r"})))
+        .await
+        .expect("a cwd outside the root is allowed here");
+
+    let mut vital = demo_entry("vital");
+    vital["args"] = json!(["--fail"]);
+    vital["required"] = json!(true);
+    drop_plugin(&root, "vital", vital);
+    let error = list_changed_refresh(&runtime)
+        .await
+        .expect_err("a required server of a trusted root counts");
+    assert!(matches!(error, RuntimeError::RequiredServerFailed(_)));
+    assert!(error.to_string().contains("vital__srv"), "{error}");
+}
+
+/// `trust = "all"` is the opt-in for roots the operator controls: what is
+/// discovered runs, with no trust file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trust_all_runs_discovered_plugins_without_a_trust_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = drop_root_config(dir.path(), "trust = \"all\"", "");
+    let source = Arc::new(ConfigSource::new(&path));
+    let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
+    runtime.refresh_if_dirty().await.expect("refresh");
+    drop_plugin(&dir.path().join("drop"), "open", demo_entry("open"));
+    list_changed_refresh(&runtime).await.expect("refresh");
+    let result = runtime
+        .call_tool("open__srv__echo", args(json!({"text": "o"})))
+        .await
+        .expect("it runs");
+    assert!(text(&result).contains("[open] o"));
+    assert!(!dir.path().join("gatehouse-trust.toml").exists());
 }

@@ -566,3 +566,249 @@ fn bench_errors_name_the_file_and_line() {
         "{stderr}"
     );
 }
+
+/// `gatehouse plugins`: `list` shows a dropped plugin as `new` with what it
+/// would run (its text escaped); `trust` records its manifest's sha256 in a
+/// 0600 trust file and `list` then shows it `trusted` and running; an edit
+/// makes it `changed`; a stale `--sha256` and an unknown name are refused
+/// with errors that say what to do; `untrust` forgets it.
+#[test]
+fn plugins_list_trust_and_untrust_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        "[capabilities]\nroots = [{ id = \"drop\", path = \"drop\" }]\n",
+    )
+    .expect("config");
+    let manifest = dir.path().join("drop/tool/.codex-plugin/plugin.json");
+    std::fs::create_dir_all(manifest.parent().expect("folder")).expect("mkdir");
+    let write_manifest = |arg: &str| {
+        std::fs::write(
+            &manifest,
+            json!({"name": "tool", "mcpServers": {"srv": {"command": "run-me", "args": [arg]}}})
+                .to_string(),
+        )
+        .expect("manifest");
+    };
+    write_manifest("--paint\u{1b}[31m");
+    let config_arg = config.to_str().expect("UTF-8");
+    let list = || {
+        let output = gatehouse(&[
+            "plugins", "list", "--config", config_arg, "--format", "json",
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        report["plugins"][0].clone()
+    };
+
+    let listed = list();
+    assert_eq!(listed["name"], "tool__srv");
+    assert_eq!(listed["root"], "drop");
+    assert_eq!(listed["state"], "new");
+    assert_eq!(listed["runs"], false);
+    assert_eq!(listed["transport"]["command"], "run-me");
+    assert_eq!(
+        listed["manifest"],
+        std::fs::canonicalize(&manifest)
+            .expect("canonical")
+            .display()
+            .to_string()
+    );
+    let first_sha = listed["sha256"].as_str().expect("sha256").to_owned();
+    assert_eq!(first_sha.len(), 64);
+
+    let text = gatehouse(&["plugins", "list", "--config", config_arg]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("tool__srv  new"), "{stdout}");
+    assert!(stdout.contains(&first_sha), "{stdout}");
+    assert!(stdout.contains("run-me --paint\\u{1b}[31m"), "{stdout}");
+    assert!(!stdout.contains('\u{1b}'), "escaped: {stdout}");
+    assert!(
+        stdout.contains("gatehouse plugins trust NAME --config"),
+        "{stdout}"
+    );
+
+    let unknown = gatehouse(&["plugins", "trust", "nope", "--config", config_arg]);
+    assert_eq!(unknown.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(stderr.contains("`nope`"), "{stderr}");
+    assert!(stderr.contains("gatehouse plugins list"), "{stderr}");
+    assert!(stderr.contains("`tool__srv`"), "{stderr}");
+    let trust_file = dir.path().join("gatehouse-trust.toml");
+    assert!(!trust_file.exists(), "nothing was recorded");
+
+    let trusted = gatehouse(&[
+        "plugins",
+        "trust",
+        "tool__srv",
+        "--sha256",
+        &first_sha,
+        "--config",
+        config_arg,
+    ]);
+    assert_eq!(trusted.status.code(), Some(0), "{trusted:?}");
+    assert!(String::from_utf8_lossy(&trusted.stdout).contains(&first_sha));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&trust_file)
+            .expect("the trust file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let listed = list();
+    assert_eq!(listed["state"], "trusted");
+    assert_eq!(listed["runs"], true);
+
+    write_manifest("--other");
+    let listed = list();
+    assert_eq!(listed["state"], "changed");
+    assert_eq!(listed["runs"], false);
+    let stale = gatehouse(&[
+        "plugins",
+        "trust",
+        "tool__srv",
+        "--sha256",
+        &first_sha,
+        "--config",
+        config_arg,
+    ]);
+    assert_eq!(stale.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&stale.stderr);
+    assert!(stderr.contains("changed since you reviewed it"), "{stderr}");
+    assert_eq!(
+        list()["state"],
+        "changed",
+        "a refused trust records nothing"
+    );
+
+    let all = gatehouse(&["plugins", "trust", "--all", "--config", config_arg]);
+    assert_eq!(all.status.code(), Some(0), "{all:?}");
+    assert_eq!(list()["state"], "trusted");
+
+    let untrusted = gatehouse(&["plugins", "untrust", "tool__srv", "--config", config_arg]);
+    assert_eq!(untrusted.status.code(), Some(0), "{untrusted:?}");
+    assert_eq!(list()["state"], "new");
+    let again = gatehouse(&["plugins", "untrust", "tool__srv", "--config", config_arg]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is not in the trust file"),
+        "{again:?}"
+    );
+}
+
+/// A running `gatehouse serve` does not start a plugin found in its root
+/// until `gatehouse plugins trust` records it, and says so in a warning
+/// naming the server, its root, its manifest (escaped: the folder name is
+/// anyone's) and the command that trusts it; the trust file is watched, so
+/// the plugin's tools appear without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_starts_a_plugin_once_gatehouse_plugins_trust_records_it() {
+    use rmcp::ServiceExt;
+    use tokio::io::AsyncReadExt;
+
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let server = target.join("debug/demo-server");
+    assert!(
+        server.exists(),
+        "run `cargo build -p gatehouse-example-servers`"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        "[capabilities]\nroots = [{ id = \"drop\", path = \"drop\" }]\n",
+    )
+    .expect("config");
+    let manifest = dir
+        .path()
+        .join("drop/tool\u{1b}[2K/.codex-plugin/plugin.json");
+    std::fs::create_dir_all(manifest.parent().expect("folder")).expect("mkdir");
+    std::fs::write(
+        &manifest,
+        json!({"name": "tool", "mcpServers": {"srv": {"command": server, "args": ["--name", "dropped"]}}})
+            .to_string(),
+    )
+    .expect("manifest");
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(&config);
+    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gatehouse starts");
+    let mut stderr = stderr.expect("stderr piped");
+    let reader = tokio::spawn(async move {
+        let mut log = Vec::new();
+        let _ = stderr.read_to_end(&mut log).await;
+        String::from_utf8_lossy(&log).into_owned()
+    });
+    let client = tokio::time::timeout(std::time::Duration::from_secs(60), ().serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.iter().map(|tool| tool.name.to_string()).collect()
+    };
+    let before = names(client.list_all_tools().await.expect("tools/list"));
+    assert!(before.is_empty(), "nothing runs untrusted: {before:?}");
+
+    let trusted = gatehouse(&[
+        "plugins",
+        "trust",
+        "tool__srv",
+        "--config",
+        config.to_str().expect("UTF-8"),
+    ]);
+    assert_eq!(trusted.status.code(), Some(0), "{trusted:?}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let now = names(client.list_all_tools().await.expect("tools/list"));
+        if now.contains(&"tool__srv__echo".to_owned()) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the trusted plugin never appeared: {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let result = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("tool__srv__echo").with_arguments(
+                json!({"text": "hi"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await
+        .expect("the trusted plugin answers");
+    assert!(
+        gatehouse::mcp::result_text(&result).contains("[dropped] hi"),
+        "{result:?}"
+    );
+    client.cancel().await.expect("stop");
+    let log = tokio::time::timeout(std::time::Duration::from_secs(30), reader)
+        .await
+        .expect("gatehouse exits")
+        .expect("the log");
+    let warning = log
+        .lines()
+        .find(|line| line.contains("it is not trusted, so it does not run"))
+        .unwrap_or_else(|| panic!("no warning: {log}"));
+    assert!(warning.contains("plugin=tool__srv"), "{warning}");
+    assert!(warning.contains("root=drop"), "{warning}");
+    assert!(
+        warning.contains(&format!(
+            "gatehouse plugins trust tool__srv --config {}",
+            config.display()
+        )),
+        "{warning}"
+    );
+    assert!(warning.contains("tool\\u{1b}[2K"), "{warning}");
+    assert!(!log.contains('\u{1b}'), "escaped: {log}");
+}

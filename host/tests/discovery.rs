@@ -1,13 +1,15 @@
 //! Capability-root discovery: manifest forms, namespaces, placeholders,
-//! limits, path escapes, the cache across passes, root combination and
-//! restricted mode. Every test builds its own tree in a temporary directory.
+//! limits, path escapes, the cache across passes, root combination,
+//! restricted mode, and trust (manifest digests, refused fields, trusted
+//! roots). Every test builds its own tree in a temporary directory.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use gatehouse::discovery::{
     CapabilityRoot, DiscoveryCache, DiscoveryError, DiscoveryLimits, MAX_ROOTS, RootDiscovery,
-    combine_roots, discover_root, discover_root_within,
+    TrustMode, TrustPolicy, TrustState, TrustStore, assess, combine_roots, discover_root,
+    discover_root_within,
 };
 use gatehouse::mcp::config::Transport;
 use serde_json::{Value, json};
@@ -878,5 +880,150 @@ fn restricted_mode_skips_roots_outside_the_allowed_directories() {
     assert_eq!(
         cache.discover(&[inside, outside], &limits).servers().len(),
         2
+    );
+}
+
+/// A manifest is untrusted input: a timeout too long for a `Duration` (which
+/// would panic the check, poison the discovery cache and fail every refresh
+/// after it) skips that server with a warning naming the field.
+#[test]
+fn a_timeout_too_long_to_represent_skips_the_server_instead_of_panicking() {
+    let tree = Tree::new();
+    let manifest = tree.json(
+        "plug/.codex-plugin/plugin.json",
+        &json!({ "name": "plug", "mcpServers": {
+            "slow": { "command": "srv", "startup_timeout_sec": 1e300 },
+            "stuck": { "command": "srv", "tool_timeout_sec": 1e20 },
+            "fine": stdio("ok")
+        } }),
+    );
+    let found = discover(&tree.root("r"));
+    assert_eq!(names(&found), ["plug__fine"]);
+    let file = manifest.display().to_string();
+    assert!(
+        warned(&found, &[&file, "\"slow\"", "startup_timeout_sec"]),
+        "{:?}",
+        found.warnings
+    );
+    assert!(
+        warned(&found, &[&file, "\"stuck\"", "tool_timeout_sec"]),
+        "{:?}",
+        found.warnings
+    );
+}
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(fs::read(path).unwrap()))
+}
+
+/// Each discovered server carries its root and the sha256 of the file its
+/// table was read from (a referenced server file, not the plugin.json that
+/// points at it); trust follows those bytes: new, trusted, then changed
+/// after an edit, and trusted again once re-trusted.
+#[test]
+fn trust_follows_the_sha256_of_the_file_that_defines_each_server() {
+    let tree = Tree::new();
+    let inline = tree.json(
+        "a/.codex-plugin/plugin.json",
+        &json!({ "name": "a", "mcpServers": { "s": stdio("a") } }),
+    );
+    tree.json(
+        "b/.claude-plugin/plugin.json",
+        &json!({ "name": "b", "mcpServers": "./servers.json" }),
+    );
+    let referenced = tree.json("b/servers.json", &json!({ "s": stdio("b") }));
+    let roots = [tree.root("r")];
+    let limits = DiscoveryLimits::default();
+    let policy = TrustPolicy::default();
+    let mut cache = DiscoveryCache::new();
+    let pass = cache.discover(&roots, &limits);
+    let servers = pass.servers();
+    assert_eq!(servers[0].source, inline);
+    assert_eq!(servers[0].sha256, sha256_of(&inline));
+    assert_eq!(servers[0].root, "r");
+    assert_eq!(servers[1].source, referenced);
+    assert_eq!(servers[1].sha256, sha256_of(&referenced));
+
+    let mut store = TrustStore::empty(tree.base.join("gatehouse-trust.toml"));
+    let states = |store: &TrustStore, cache: &mut DiscoveryCache| {
+        cache.clear();
+        assess(&cache.discover(&roots, &limits), &policy, store)
+            .into_iter()
+            .map(|status| (status.server.name, status.state, status.runs))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        states(&store, &mut cache),
+        [
+            ("a__s".to_owned(), TrustState::New, false),
+            ("b__s".to_owned(), TrustState::New, false)
+        ]
+    );
+    store.trust(&servers[0]);
+    store.trust(&servers[1]);
+    assert_eq!(
+        states(&store, &mut cache),
+        [
+            ("a__s".to_owned(), TrustState::Trusted, true),
+            ("b__s".to_owned(), TrustState::Trusted, true)
+        ]
+    );
+    tree.json("b/servers.json", &json!({ "s": stdio("evil") }));
+    assert_eq!(
+        states(&store, &mut cache),
+        [
+            ("a__s".to_owned(), TrustState::Trusted, true),
+            ("b__s".to_owned(), TrustState::Changed, false)
+        ]
+    );
+    let all = TrustPolicy {
+        mode: TrustMode::All,
+        ..TrustPolicy::default()
+    };
+    assert!(
+        assess(&cache.discover(&roots, &limits), &all, &store)
+            .iter()
+            .all(|status| status.runs),
+        "trust = \"all\" runs what is discovered"
+    );
+}
+
+/// `trusted = true` belongs to a configured root's id and path together: a
+/// root selected at run time under that id (it wins the id) is not trusted,
+/// so its entries that reach for the environment are refused.
+#[test]
+fn a_root_selected_under_a_trusted_roots_id_is_not_trusted() {
+    let configured = Tree::new();
+    let selected = Tree::new();
+    for tree in [&configured, &selected] {
+        tree.json(
+            "p/.codex-plugin/plugin.json",
+            &json!({ "name": "p", "mcpServers": {
+                "s": { "command": "srv", "env_vars": ["SECRET"] } } }),
+        );
+    }
+    let policy = TrustPolicy {
+        mode: TrustMode::All,
+        trusted_roots: vec![configured.root("work")],
+    };
+    let limits = DiscoveryLimits::default();
+    let store = TrustStore::empty(configured.base.join("gatehouse-trust.toml"));
+
+    let pass = DiscoveryCache::new().discover(&[configured.root("work")], &limits);
+    let status = &assess(&pass, &policy, &store)[0];
+    assert!(status.root_trusted && status.refused.is_empty() && status.runs);
+
+    let roots = combine_roots(&[selected.root("work")], &[configured.root("work")]);
+    let pass = DiscoveryCache::new().discover(&roots, &limits);
+    let status = &assess(&pass, &policy, &store)[0];
+    assert_eq!(status.root_path, selected.root_dir());
+    assert!(!status.root_trusted);
+    assert!(!status.runs);
+    assert_eq!(status.refused[0].field, "env_vars");
+    assert!(
+        status.refused[0].to_string().contains("`SECRET`"),
+        "{}",
+        status.refused[0]
     );
 }

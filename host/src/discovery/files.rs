@@ -7,6 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use super::limits::DiscoveryLimits;
 use super::warnings::Warnings;
@@ -59,13 +60,19 @@ impl<'a> Reader<'a> {
         self.consumed.contains(canonical)
     }
 
-    /// The JSON in `path`, or `None` after a warning naming the file: it is
-    /// outside the root, not a file, too large, past the budget, unreadable
-    /// or not JSON.
-    pub(crate) fn read_json(&mut self, path: &Path, warnings: &mut Warnings) -> Option<Value> {
+    /// The JSON in `path` and the sha256 (hex) of the very bytes it was
+    /// parsed from, or `None` after a warning naming the file: it is outside
+    /// the root, not a file, too large, past the budget, unreadable or not
+    /// JSON. Trust is decided on that digest, so what is trusted is exactly
+    /// what was read, whatever the file holds by the time anyone looks again.
+    pub(crate) fn read_json(
+        &mut self,
+        path: &Path,
+        warnings: &mut Warnings,
+    ) -> Option<(Value, String)> {
         let bytes = self.read(path, warnings)?;
         match serde_json::from_slice(&bytes) {
-            Ok(value) => Some(value),
+            Ok(value) => Some((value, hex::encode(Sha256::digest(&bytes)))),
             Err(error) => {
                 warnings.push(format!("{}: invalid JSON: {error}", path.display()));
                 None

@@ -50,6 +50,14 @@
 //! [`discover_root_within`]) a root whose canonical path is outside every
 //! allowed workspace directory is refused with
 //! [`DiscoveryError::OutsideWorkspace`] (fail closed).
+//!
+//! Discovering a server is not running it. [`assess`] decides which run:
+//! outside a root configured with `trusted = true`, an entry that would read
+//! gatehouse's environment (`env_vars`, `bearer_token_env_var`,
+//! `env_http_headers`), set a `cwd` outside its root or be `required` is
+//! refused; and unless `[capabilities] trust = "all"`, a server runs only
+//! while the trust file ([`TrustStore`]) records the sha256 of the manifest
+//! bytes discovery read ([`DiscoveredServer::sha256`]).
 
 mod cache;
 mod error;
@@ -61,6 +69,7 @@ mod root;
 mod roots;
 mod servers;
 mod sources;
+mod trust;
 mod walk;
 mod warnings;
 mod workspace;
@@ -72,3 +81,7 @@ pub use manifest::MANIFESTS;
 pub use names::sanitize_name;
 pub use root::{DiscoveredServer, RootDiscovery, discover_root, discover_root_within};
 pub use roots::{CapabilityRoot, MAX_ROOTS, combine_roots};
+pub use trust::{
+    PluginStatus, Refusal, TRUST_FILE_NAME, TrustError, TrustMode, TrustPolicy, TrustRecord,
+    TrustState, TrustStore, assess, refusals,
+};

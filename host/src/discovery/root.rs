@@ -21,8 +21,13 @@ pub struct DiscoveredServer {
     pub name: String,
     /// The plugin's namespace.
     pub plugin: String,
-    /// The file its table was read from.
+    /// The id of the capability root it was found in.
+    pub root: String,
+    /// The file its table was read from: its manifest, the file trust is
+    /// recorded for ([`TrustStore`](super::TrustStore)).
     pub source: PathBuf,
+    /// The sha256 (hex) of the bytes of `source` its table was parsed from.
+    pub sha256: String,
     /// The checked configuration.
     pub config: ServerConfig,
 }

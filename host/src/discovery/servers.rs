@@ -2,6 +2,7 @@
 //! expanded, tables checked into [`ServerConfig`](crate::mcp::config::ServerConfig).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -16,12 +17,16 @@ const PLACEHOLDERS: [&str; 2] = ["${CLAUDE_PLUGIN_ROOT}", "${PLUGIN_ROOT}"];
 /// Where the servers of one source come from.
 #[derive(Debug)]
 pub(crate) struct Origin<'a> {
+    /// The id of the root it is in.
+    pub(crate) root: &'a str,
     /// The namespace.
     pub(crate) namespace: &'a str,
     /// The plugin folder (absolute): placeholders and relative `cwd`.
     pub(crate) plugin_dir: &'a Path,
     /// The file the map was read from.
     pub(crate) source: &'a Path,
+    /// The sha256 (hex) of the bytes of `source` that were read.
+    pub(crate) sha256: &'a str,
 }
 
 /// The valid servers in `map`; each invalid one is skipped with a warning
@@ -49,6 +54,7 @@ fn server(key: &str, table: Value, origin: &Origin<'_>) -> Result<DiscoveredServ
         return Err("server names may use only letters, digits, `_` and `-`".to_owned());
     }
     let mut raw: RawServer = serde_json::from_value(table).map_err(|error| error.to_string())?;
+    check_durations(&raw)?;
     let plugin_root = origin.plugin_dir.to_string_lossy();
     raw.command = raw.command.map(|command| expand(&command, &plugin_root));
     for arg in &mut raw.args {
@@ -67,9 +73,33 @@ fn server(key: &str, table: Value, origin: &Origin<'_>) -> Result<DiscoveredServ
     Ok(DiscoveredServer {
         name,
         plugin: origin.namespace.to_owned(),
+        root: origin.root.to_owned(),
         source: origin.source.to_path_buf(),
+        sha256: origin.sha256.to_owned(),
         config,
     })
+}
+
+/// Refuses timeouts too long for a [`Duration`]: `RawServer::check` would
+/// panic on them (`Duration::from_secs_f64`), and a manifest anyone drops
+/// into a root must not be able to panic discovery (the panic would poison
+/// the discovery cache and fail every refresh after it).
+fn check_durations(raw: &RawServer) -> Result<(), String> {
+    for (field, value) in [
+        ("startup_timeout_sec", raw.startup_timeout_sec),
+        ("tool_timeout_sec", raw.tool_timeout_sec),
+    ] {
+        if let Some(secs) = value
+            && secs.is_finite()
+            && secs > 0.0
+            && Duration::try_from_secs_f64(secs).is_err()
+        {
+            return Err(format!(
+                "`{field}`: {secs} seconds is longer than gatehouse can wait; use a number of seconds such as 30"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `text` with every placeholder replaced by `plugin_root`, in one pass (so

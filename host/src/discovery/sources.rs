@@ -32,7 +32,7 @@ pub(crate) fn visit(
     warnings: &mut Warnings,
 ) -> Visit {
     if let Some(manifest) = find_manifest(dir) {
-        let (namespace, servers) = plugin(dir, &manifest, reader, warnings);
+        let (namespace, servers) = plugin(dir, &manifest, root_id, reader, warnings);
         return Visit {
             servers,
             inherited: Some(namespace),
@@ -58,7 +58,7 @@ pub(crate) fn visit(
     let namespace = inherited
         .clone()
         .unwrap_or_else(|| namespace(None, root_id));
-    let servers = server_file(&mcp_json, &namespace, dir, reader, warnings);
+    let servers = server_file(&mcp_json, &namespace, dir, root_id, reader, warnings);
     Visit { servers, inherited }
 }
 
@@ -66,6 +66,7 @@ pub(crate) fn visit(
 fn plugin(
     dir: &Path,
     manifest: &Path,
+    root_id: &str,
     reader: &mut Reader<'_>,
     warnings: &mut Warnings,
 ) -> (String, Vec<DiscoveredServer>) {
@@ -73,7 +74,7 @@ fn plugin(
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let Some(value) = reader.read_json(manifest, warnings) else {
+    let Some((value, sha256)) = reader.read_json(manifest, warnings) else {
         return (namespace(None, &folder), Vec::new());
     };
     let Value::Object(mut fields) = value else {
@@ -84,9 +85,11 @@ fn plugin(
     let servers = match fields.remove("mcpServers") {
         Some(Value::Object(map)) => {
             let origin = Origin {
+                root: root_id,
                 namespace: &namespace,
                 plugin_dir: dir,
                 source: manifest,
+                sha256: &sha256,
             };
             servers(map, &origin, warnings)
         }
@@ -94,7 +97,7 @@ fn plugin(
             let resolved =
                 reference_path(dir, &reference).and_then(|path| reader.resolve_inside(&path));
             match resolved {
-                Ok(path) => server_file(&path, &namespace, dir, reader, warnings),
+                Ok(path) => server_file(&path, &namespace, dir, root_id, reader, warnings),
                 Err(reason) => {
                     warnings.push(format!(
                         "{}: refusing `mcpServers` path {reference:?}: {reason}; the plugin contributes no servers",
@@ -114,7 +117,7 @@ fn plugin(
         None => {
             let mcp_json = dir.join(MCP_JSON);
             if present(&mcp_json) {
-                server_file(&mcp_json, &namespace, dir, reader, warnings)
+                server_file(&mcp_json, &namespace, dir, root_id, reader, warnings)
             } else {
                 Vec::new()
             }
@@ -128,19 +131,22 @@ fn server_file(
     file: &Path,
     namespace: &str,
     plugin_dir: &Path,
+    root_id: &str,
     reader: &mut Reader<'_>,
     warnings: &mut Warnings,
 ) -> Vec<DiscoveredServer> {
-    let Some(value) = reader.read_json(file, warnings) else {
+    let Some((value, sha256)) = reader.read_json(file, warnings) else {
         return Vec::new();
     };
     let Some(map) = server_map(value, file, warnings) else {
         return Vec::new();
     };
     let origin = Origin {
+        root: root_id,
         namespace,
         plugin_dir,
         source: file,
+        sha256: &sha256,
     };
     servers(map, &origin, warnings)
 }

@@ -295,7 +295,13 @@ impl RawServer {
         }
         let seconds = |field: &'static str, value: Option<f64>, default: Duration| match value {
             None => Ok(default),
-            Some(secs) if secs.is_finite() && secs > 0.0 => Ok(Duration::from_secs_f64(secs)),
+            Some(secs) if secs.is_finite() && secs > 0.0 => Duration::try_from_secs_f64(secs)
+                .map_err(|_| {
+                    bad(
+                        field,
+                        format!("{secs} seconds is too long; use at most {}", u64::MAX),
+                    )
+                }),
             Some(secs) => Err(bad(
                 field,
                 format!("{secs} is not a positive number of seconds"),
@@ -362,6 +368,15 @@ mod tests {
             .check("web")
             .expect("valid");
         assert!(matches!(http.transport, Transport::Http { .. }));
+    }
+
+    #[test]
+    fn a_timeout_too_long_to_represent_is_an_error_not_a_panic() {
+        let error = parse("command = \"srv\"\nstartup_timeout_sec = 1e300\n")
+            .check("huge")
+            .expect_err("refused");
+        assert!(error.to_string().contains("startup_timeout_sec"), "{error}");
+        assert!(error.to_string().contains("too long"), "{error}");
     }
 
     #[test]
