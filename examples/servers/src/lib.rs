@@ -21,12 +21,14 @@ use rmcp::{
     },
 };
 
-pub use server::{DemoServer, ELICITATION_COMPLETE, ElicitRawArgs, Protocol};
+pub use server::{DemoServer, ELICITATION_COMPLETE, ElicitRawArgs, Protocol, ResourceOptions};
 pub use wire::{NoProgressToken, NoProgressTokenSessions};
 
 /// Usage text printed for `--help` and after a flag error.
 pub const USAGE: &str = "\
 usage: demo-server [--name NAME] [--http ADDR] [--protocol VERSION] [--fail] [--hang]
+                   [--resource URI]... [--template TEMPLATE]... [--answer-any-read]
+                   [--reads-log FILE]
 
   --name NAME   server name (default: demo); every tool result text starts with `[NAME] `
   --protocol VERSION
@@ -38,7 +40,17 @@ usage: demo-server [--name NAME] [--http ADDR] [--protocol VERSION] [--fail] [--
                 `listening on http://HOST:PORT/mcp` once bound; default: MCP on stdio
   --fail        print an error to stderr and exit with status 1 before serving
   --hang        accept the connection (read stdin / HTTP requests) but never answer,
-                not even `initialize`";
+                not even `initialize`
+  --resource URI
+                also list (and answer reads of) the resource URI; repeatable
+  --template TEMPLATE
+                list the resource template TEMPLATE; a read of a URI starting with its
+                text before the first `{` is answered; repeatable
+  --answer-any-read
+                answer a read of any URI, listed or not
+  --reads-log FILE
+                append every URI this server is asked to read to FILE, one JSON string
+                a line";
 
 /// The path the streamable HTTP endpoint is mounted at.
 pub const HTTP_PATH: &str = "/mcp";
@@ -56,6 +68,8 @@ pub struct Options {
     pub fail: bool,
     /// Never answer anything, not even `initialize`.
     pub hang: bool,
+    /// Extra resources and templates, and what happens to reads.
+    pub resources: ResourceOptions,
 }
 
 impl Default for Options {
@@ -66,6 +80,7 @@ impl Default for Options {
             protocol: Protocol::default(),
             fail: false,
             hang: false,
+            resources: ResourceOptions::default(),
         }
     }
 }
@@ -104,11 +119,15 @@ impl Options {
                         )
                     })?;
                 }
-                "--fail" | "--hang" if inline.is_some() => {
+                "--resource" => options.resources.resources.push(value("--resource")?),
+                "--template" => options.resources.templates.push(value("--template")?),
+                "--reads-log" => options.resources.reads_log = Some(value("--reads-log")?.into()),
+                "--fail" | "--hang" | "--answer-any-read" if inline.is_some() => {
                     return Err(format!("{flag} takes no value"));
                 }
                 "--fail" => options.fail = true,
                 "--hang" => options.hang = true,
+                "--answer-any-read" => options.resources.answer_any_read = true,
                 _ => return Err(format!("unknown argument `{arg}`")),
             }
         }
@@ -196,7 +215,9 @@ pub async fn run(options: Options) -> anyhow::Result<()> {
 
 /// The server `options` describe.
 fn server(options: &Options) -> DemoServer {
-    DemoServer::new(&options.name).with_protocol(options.protocol)
+    DemoServer::new(&options.name)
+        .with_protocol(options.protocol)
+        .with_resources(options.resources.clone())
 }
 
 /// Serves `server` over stdin/stdout until the client closes stdin.
@@ -270,8 +291,31 @@ mod tests {
                 protocol: Protocol::V2025_11_25,
                 fail: false,
                 hang: true,
+                resources: ResourceOptions::default(),
             }
         );
+        let parsed = Options::parse([
+            "--resource",
+            "demo://shared",
+            "--resource=demo://two",
+            "--template",
+            "demo://x/{id}",
+            "--answer-any-read",
+            "--reads-log",
+            "/tmp/reads",
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed.resources,
+            ResourceOptions {
+                resources: vec!["demo://shared".into(), "demo://two".into()],
+                templates: vec!["demo://x/{id}".into()],
+                answer_any_read: true,
+                reads_log: Some("/tmp/reads".into()),
+            }
+        );
+        assert!(Options::parse(["--answer-any-read=yes"]).is_err());
+        assert!(Options::parse(["--template"]).is_err());
         assert!(Options::parse(["--fail"]).unwrap().fail);
         assert!(Options::parse(["--name"]).is_err());
         assert!(Options::parse(["--bogus"]).is_err());

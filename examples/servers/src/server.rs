@@ -2,6 +2,8 @@
 
 use std::{
     collections::BTreeSet,
+    io::Write as _,
+    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -20,11 +22,12 @@ use rmcp::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
         CustomNotification, CustomRequest, ElicitRequest, ElicitRequestParams, ElicitResult,
         ElicitationAction, ElicitationSchema, GetPromptRequestParams, GetPromptResponse,
-        GetPromptResult, Implementation, JsonObject, ListPromptsResult, ListResourcesResult,
-        ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
-        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-        Resource, ResourceContents, Role, ServerCapabilities, ServerConfig, ServerNotification,
-        ServerRequest, Tool, ToolAnnotations,
+        GetPromptResult, Implementation, JsonObject, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        Prompt, PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
+        ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+        Role, ServerCapabilities, ServerConfig, ServerNotification, ServerRequest, Tool,
+        ToolAnnotations,
     },
     schemars::JsonSchema,
     service::{PeerRequestOptions, RequestContext, ServiceError},
@@ -90,7 +93,9 @@ impl Protocol {
 /// `add_tool`, `elicit_raw` and `elicit_then_cancel`, plus any tool
 /// registered at run time with `add_tool`. Every result text starts with
 /// `[NAME] `. It also lists one resource, `demo://NAME/readme`, and one
-/// prompt, `summarize` (argument `topic`).
+/// prompt, `summarize` (argument `topic`); [`ResourceOptions`] adds
+/// resources and templates, makes it answer every read, and logs the reads
+/// it receives.
 ///
 /// On requests that negotiated protocol `2026-07-28` (see [`Protocol`]) the
 /// eliciting tools (`delete_branch`, `ask_name`, `open_url`, `elicit_raw`)
@@ -106,7 +111,25 @@ pub struct DemoServer {
     name: Arc<str>,
     protocol: Protocol,
     added_tools: Arc<Mutex<BTreeSet<String>>>,
+    resources: Arc<ResourceOptions>,
     tool_router: ToolRouter<Self>,
+}
+
+/// Resources beyond the readme, and what the server does with reads
+/// (`--resource`, `--template`, `--answer-any-read`, `--reads-log`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceOptions {
+    /// More resource URIs to list (and answer).
+    pub resources: Vec<String>,
+    /// Resource templates to list; a read of a URI that starts with a
+    /// template's text before its first `{` is answered.
+    pub templates: Vec<String>,
+    /// Answer a read of any URI, listed or not (a server that would take
+    /// every read it is sent).
+    pub answer_any_read: bool,
+    /// Append every URI it is asked to read, as a JSON string on a line of
+    /// its own, to this file (before answering).
+    pub reads_log: Option<PathBuf>,
 }
 
 /// Arguments of `echo`.
@@ -488,8 +511,16 @@ impl DemoServer {
             name: name.into(),
             protocol: Protocol::default(),
             added_tools: Arc::default(),
+            resources: Arc::default(),
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// The same server with the extra resources and read handling of
+    /// `resources`.
+    pub fn with_resources(mut self, resources: ResourceOptions) -> Self {
+        self.resources = Arc::new(resources);
+        self
     }
 
     /// The same server offering the protocol revisions of `protocol`.
@@ -666,6 +697,20 @@ impl DemoServer {
             .with_mime_type("text/plain")
     }
 
+    /// Whether a read of `uri` (not the readme) is answered: an extra
+    /// resource, a URI a template's literal start begins, or anything with
+    /// `answer_any_read`.
+    fn answers(&self, uri: &str) -> bool {
+        let resources = &self.resources;
+        resources.answer_any_read
+            || resources.resources.iter().any(|listed| listed == uri)
+            || resources.templates.iter().any(|template| {
+                template
+                    .split_once('{')
+                    .is_some_and(|(start, _)| uri.starts_with(start))
+            })
+    }
+
     /// The one prompt, `summarize`, with its required argument `topic`.
     fn summarize_prompt() -> Prompt {
         Prompt::new(
@@ -744,16 +789,59 @@ impl ServerHandler for DemoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(vec![self.readme()]))
+        let mut resources = vec![self.readme()];
+        resources.extend(
+            self.resources
+                .resources
+                .iter()
+                .map(|uri| Resource::new(uri.clone(), "extra").with_mime_type("text/plain")),
+        );
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
-    /// Reads `demo://NAME/readme`; any other URI is a resource-not-found
-    /// error (-32002).
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.resources
+                .templates
+                .iter()
+                .map(|template| ResourceTemplate::new(template.clone(), "template"))
+                .collect(),
+        ))
+    }
+
+    /// Logs the read (with `--reads-log`), then reads `demo://NAME/readme`,
+    /// an extra resource, a URI a template starts, or (with
+    /// `--answer-any-read`) anything, as `[NAME] resource URI`; any other
+    /// URI is a resource-not-found error (-32002).
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if let Some(log) = &self.resources.reads_log {
+            let line = format!("{}\n", Value::String(request.uri.clone()));
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .and_then(|mut file| file.write_all(line.as_bytes()));
+            if let Err(error) = written {
+                return Err(McpError::internal_error(
+                    format!("cannot log the read to {}: {error}", log.display()),
+                    None,
+                ));
+            }
+        }
+        if request.uri != self.readme_uri() && self.answers(&request.uri) {
+            let text = self.tag(format!("resource {}", request.uri));
+            return Ok(
+                ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into(),
+            );
+        }
         if request.uri != self.readme_uri() {
             return Err(McpError::resource_not_found(
                 format!(

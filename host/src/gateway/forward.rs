@@ -1,121 +1,119 @@
 //! Resources and prompts of every server, forwarded as one catalog.
 //!
-//! Resource URIs are kept as the servers give them (a client may show or
-//! store them); a read goes to the server that listed the URI, or, for a URI
-//! made from a template, to each server with resources until one has it.
+//! A resource read goes to the one server that claims its URI (lists it, or
+//! lists a template that matches it) and to no other; a URI nobody claims,
+//! or more than one server claims, is refused without asking any server.
+//! URIs are kept as the servers give them, except that a URI more than one
+//! server claims is listed once per server as
+//! `gatehouse://resource/SERVER/URI`, which reads `URI` from `SERVER`. The
+//! rules are in `gateway::forward::index`. The index is built from every server's listings
+//! once per snapshot generation, and again on every `resources/list` and
+//! `resources/templates/list`.
+//!
 //! Prompt names are qualified like tools (`server__prompt`).
+
+mod index;
+mod uri_template;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::future::join_all;
 use rmcp::model::{
-    ErrorData, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource, ResourceTemplate,
+    ErrorCode, ErrorData, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate,
 };
+
+use index::{Listing, ResourceIndex, RouteError};
 
 use crate::escape::Escaped;
 use crate::mcp::connection::{ConnectError, Connection};
 use crate::mcp::naming::qualified_names;
 use crate::mcp::runtime::Snapshot;
 
-/// Who owns which resource URI and qualified prompt name, as last listed.
+/// The resource index of the latest snapshot and who owns which qualified
+/// prompt name, as last listed.
 #[derive(Debug, Default, Clone)]
 pub struct Forwarder {
-    resource_owners: Arc<Mutex<HashMap<String, String>>>,
+    resources: Arc<Mutex<Option<Arc<ResourceIndex>>>>,
     prompt_owners: Arc<Mutex<HashMap<String, (String, String)>>>,
 }
 
 impl Forwarder {
-    /// Every server's resources. A server that fails to list is left out
-    /// (and logged); the others still answer.
+    /// Every server's resources, as `gateway::forward::index` lists them. A
+    /// server that fails to list is left out (and logged); the others still
+    /// answer.
     pub async fn list_resources(&self, snapshot: &Snapshot) -> Vec<Resource> {
-        let listed =
-            join_all(
-                snapshot
-                    .connections()
-                    .values()
-                    .map(|connection| async move {
-                        (connection.name(), connection.list_resources().await)
-                    }),
-            )
-            .await;
-        let mut owners = HashMap::new();
-        let mut resources = Vec::new();
-        for (server, result) in listed {
-            match result {
-                Ok(items) => {
-                    for resource in items {
-                        if let Some(first) = owners.get(&resource.uri) {
-                            tracing::warn!(uri = %Escaped(&resource.uri), first = %first, second = server, "two servers list the same resource URI; reads go to the first");
-                            continue;
-                        }
-                        owners.insert(resource.uri.clone(), server.to_owned());
-                        resources.push(resource);
-                    }
-                }
-                Err(error) => tracing::warn!("{}", Escaped(&error.to_string())),
-            }
-        }
-        if let Ok(mut slot) = self.resource_owners.lock() {
-            *slot = owners;
-        }
-        resources
+        self.rebuild(snapshot).await.resources().to_vec()
     }
 
-    /// Every server's resource templates.
+    /// Every server's resource templates, as `gateway::forward::index` lists
+    /// them.
     pub async fn list_resource_templates(&self, snapshot: &Snapshot) -> Vec<ResourceTemplate> {
-        let listed = join_all(
-            snapshot
-                .connections()
-                .values()
-                .map(|connection| connection.list_resource_templates()),
-        )
-        .await;
-        listed
-            .into_iter()
-            .filter_map(|result| {
-                result
-                    .map_err(|error| tracing::warn!("{}", Escaped(&error.to_string())))
-                    .ok()
-            })
-            .flatten()
-            .collect()
+        self.rebuild(snapshot).await.resource_templates().to_vec()
     }
 
-    /// Reads `uri` from the server that owns it.
+    /// Reads `uri` from the one server that claims it. Only that server is
+    /// sent the read; an unclaimed or ambiguous URI is refused without
+    /// asking any server (a `RouteError`).
     pub async fn read_resource(
         &self,
         snapshot: &Snapshot,
         uri: &str,
     ) -> Result<ReadResourceResult, ErrorData> {
-        let mut owner = self.resource_owner(uri);
-        if owner.is_none() {
-            self.list_resources(snapshot).await;
-            owner = self.resource_owner(uri);
-        }
-        if let Some(connection) = owner.and_then(|server| snapshot.connection(&server).cloned()) {
-            return connection.read_resource(uri).await.map_err(upstream_error);
-        }
-        // Not listed: perhaps made from a template. Ask each server that has
-        // resources, in name order.
-        let candidates: Vec<&Arc<Connection>> = snapshot
-            .connections()
-            .values()
-            .filter(|connection| connection.capabilities().resources.is_some())
-            .collect();
-        for connection in candidates {
-            if let Ok(result) = connection.read_resource(uri).await {
-                return Ok(result);
+        let index = self.index(snapshot).await;
+        let target = index.route(uri)?;
+        let Some(connection) = snapshot.connection(&target.server) else {
+            return Err(RouteError::NotFound {
+                uri: uri.to_owned(),
             }
+            .into());
+        };
+        let mut result = connection
+            .read_resource(&target.uri)
+            .await
+            .map_err(upstream_error)?;
+        if let Some(qualified) = &target.qualified {
+            requalify(&mut result, &target.uri, qualified);
         }
-        Err(ErrorData::resource_not_found(
-            format!("no server has the resource `{uri}`"),
-            None,
-        ))
+        Ok(result)
     }
 
-    fn resource_owner(&self, uri: &str) -> Option<String> {
-        self.resource_owners.lock().ok()?.get(uri).cloned()
+    /// The server a read of `uri` goes to (what [`Self::read_resource`]
+    /// would ask), or the error it would answer with; asks no server to
+    /// read anything.
+    pub async fn resource_server(
+        &self,
+        snapshot: &Snapshot,
+        uri: &str,
+    ) -> Result<String, ErrorData> {
+        let index = self.index(snapshot).await;
+        Ok(index.route(uri)?.server)
+    }
+
+    /// The resource index of `snapshot`: the stored one if it was built from
+    /// this generation, else a new one.
+    async fn index(&self, snapshot: &Snapshot) -> Arc<ResourceIndex> {
+        let stored = self.resources.lock().ok().and_then(|slot| slot.clone());
+        match stored {
+            Some(index) if index.generation() == snapshot.generation => index,
+            _ => self.rebuild(snapshot).await,
+        }
+    }
+
+    /// Lists every server's resources and templates and stores the index,
+    /// unless one from a newer snapshot is stored already.
+    async fn rebuild(&self, snapshot: &Snapshot) -> Arc<ResourceIndex> {
+        let listings = join_all(snapshot.connections().values().map(listing)).await;
+        let index = Arc::new(ResourceIndex::build(snapshot.generation, listings));
+        if let Ok(mut slot) = self.resources.lock()
+            && slot
+                .as_ref()
+                .is_none_or(|stored| stored.generation() <= index.generation())
+        {
+            *slot = Some(index.clone());
+        }
+        index
     }
 
     /// Every server's prompts, named `server__prompt`.
@@ -164,17 +162,7 @@ impl Forwarder {
         qualified: &str,
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult, ErrorData> {
-        let mut owner = self.prompt_owner(qualified);
-        if owner.is_none() {
-            self.list_prompts(snapshot).await;
-            owner = self.prompt_owner(qualified);
-        }
-        let Some((server, name)) = owner else {
-            return Err(ErrorData::invalid_params(
-                format!("no prompt named `{qualified}`"),
-                None,
-            ));
-        };
+        let (server, name) = self.prompt_server(snapshot, qualified).await?;
         let Some(connection) = snapshot.connection(&server) else {
             return Err(ErrorData::invalid_params(
                 format!("prompt `{qualified}`: server `{server}` is not connected"),
@@ -187,8 +175,71 @@ impl Forwarder {
             .map_err(upstream_error)
     }
 
+    /// The server and its own name of the prompt listed as `qualified`
+    /// (what [`Self::get_prompt`] would ask), or the error it would answer
+    /// with; lists the prompts again if the name is not known yet.
+    pub async fn prompt_server(
+        &self,
+        snapshot: &Snapshot,
+        qualified: &str,
+    ) -> Result<(String, String), ErrorData> {
+        let mut owner = self.prompt_owner(qualified);
+        if owner.is_none() {
+            self.list_prompts(snapshot).await;
+            owner = self.prompt_owner(qualified);
+        }
+        owner.ok_or_else(|| {
+            ErrorData::invalid_params(format!("no prompt named `{qualified}`"), None)
+        })
+    }
+
     fn prompt_owner(&self, qualified: &str) -> Option<(String, String)> {
         self.prompt_owners.lock().ok()?.get(qualified).cloned()
+    }
+}
+
+/// One server's resources and templates; what it fails to list is logged
+/// and left out.
+async fn listing(connection: &Arc<Connection>) -> Listing {
+    let (resources, templates) = futures::join!(
+        connection.list_resources(),
+        connection.list_resource_templates()
+    );
+    let resources = resources.unwrap_or_else(|error| {
+        tracing::warn!("{}", Escaped(&error.to_string()));
+        Vec::new()
+    });
+    let templates = templates.unwrap_or_else(|error| {
+        // Many servers with resources have no templates and say so.
+        if matches!(&error, ConnectError::Refused { error, .. } if error.code == ErrorCode::METHOD_NOT_FOUND)
+        {
+            tracing::debug!("{}", Escaped(&error.to_string()));
+        } else {
+            tracing::warn!("{}", Escaped(&error.to_string()));
+        }
+        Vec::new()
+    });
+    Listing {
+        server: connection.name().to_owned(),
+        resources,
+        templates,
+    }
+}
+
+/// After a read of the qualified URI `qualified`, contents the server gave
+/// under its own URI `original` carry `qualified` instead, so the client
+/// finds what it asked for.
+fn requalify(result: &mut ReadResourceResult, original: &str, qualified: &str) {
+    for contents in &mut result.contents {
+        match contents {
+            ResourceContents::TextResourceContents { uri, .. }
+            | ResourceContents::BlobResourceContents { uri, .. }
+                if uri == original =>
+            {
+                qualified.clone_into(uri);
+            }
+            _ => {}
+        }
     }
 }
 
