@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use gatehouse::audit::AuditLog;
+use gatehouse::calls::SessionId;
 use gatehouse::chain::{Chain, ChainLink};
 use gatehouse::mcp::config::RawServer;
 use gatehouse::mcp::connection::IncomingElicitation;
 use gatehouse::mcp::result_text as text;
 use gatehouse::mcp::runtime::{McpRuntime, RuntimeError};
-use gatehouse::router::{ElicitationSettings, NoPerson, Person, Router};
+use gatehouse::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
 use gatehouse_tests::raw_http::RawHttpServer;
 use gatehouse_tests::{demo_server, hostile_server, load, sandbox};
 use rmcp::model::{ElicitResult, ErrorData};
@@ -609,8 +610,9 @@ impl Person for Silent {
     fn ask(
         &self,
         _: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
-        Some(Box::pin(std::future::pending()))
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+        Ok(Box::pin(std::future::pending()))
     }
 }
 

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use gatehouse::audit::AuditLog;
+use gatehouse::calls::SessionId;
 use gatehouse::chain::{Chain, ChainLink};
 use gatehouse::mcp::config::RawServer;
 use gatehouse::mcp::connection::IncomingElicitation;
 use gatehouse::mcp::result_text as text;
 use gatehouse::mcp::runtime::McpRuntime;
-use gatehouse::router::{ElicitationSettings, NoPerson, Person, Router};
+use gatehouse::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
 use gatehouse_tests::{demo_server, load, sandbox};
 use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::{Value, json};
@@ -137,9 +138,10 @@ impl Person for Answers {
     fn ask(
         &self,
         _: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
         let wire = json!({"action": "accept", "content": self.0});
-        Some(Box::pin(async move {
+        Ok(Box::pin(async move {
             serde_json::from_value(wire)
                 .map_err(|error| ErrorData::internal_error(error.to_string(), None))
         }))
@@ -363,8 +365,9 @@ impl Person for Silent {
     fn ask(
         &self,
         _: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
-        Some(Box::pin(std::future::pending()))
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+        Ok(Box::pin(std::future::pending()))
     }
 }
 
@@ -451,8 +454,9 @@ impl Person for SlowAnswers {
     fn ask(
         &self,
         _: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
-        Some(Box::pin(async move {
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+        Ok(Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             serde_json::from_value(json!({"action": "accept", "content": {"name": "Ada"}}))
                 .map_err(|error| ErrorData::internal_error(error.to_string(), None))

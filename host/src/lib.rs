@@ -32,6 +32,7 @@
 pub mod answer;
 pub mod audit;
 pub mod bench;
+pub mod calls;
 pub mod cases;
 pub mod chain;
 pub mod config;
@@ -48,9 +49,16 @@ pub mod gateway;
 pub mod inspect;
 pub mod mcp;
 pub mod outcome;
+pub mod private_fs;
 pub mod reload;
 pub mod request;
 pub mod router;
 pub mod sandbox;
 pub mod schema;
 pub mod watch;
+
+/// What `tracing` writes, captured for the unit tests: the one helper the
+/// integration tests in `host/tests/` include too.
+#[cfg(test)]
+#[path = "../tests/support/capture.rs"]
+mod capture;

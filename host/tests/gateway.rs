@@ -13,6 +13,7 @@ use rmcp::model::{
     UrlElicitationCapability,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
@@ -204,6 +205,8 @@ async fn without_upstream_elicitation_support_deferrals_are_declined() {
 struct HttpGateway {
     child: std::process::Child,
     url: String,
+    /// The bearer token gatehouse wrote to `.gatehouse/token`.
+    token: String,
 }
 
 impl HttpGateway {
@@ -231,7 +234,20 @@ impl HttpGateway {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected {line:?}"))
             .to_owned();
-        HttpGateway { child, url }
+        let token_file = config
+            .parent()
+            .expect("the config's directory")
+            .join(".gatehouse/token");
+        let token = std::fs::read_to_string(&token_file).expect("the token file");
+        HttpGateway { child, url, token }
+    }
+
+    /// A client transport sending the token.
+    fn transport(&self) -> StreamableHttpClientTransport<reqwest::Client> {
+        StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(self.url.clone())
+                .auth_header(self.token.clone()),
+        )
     }
 }
 
@@ -253,7 +269,7 @@ async fn http_gateway_serves_and_sigterm_cancels_pending_elicitations() {
         content: None, // never answers: the elicitation stays pending
         asked: asked.clone(),
     }
-    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .serve(gateway.transport())
     .await
     .expect("initialize over HTTP");
     let echo = client
@@ -298,6 +314,20 @@ async fn a_thousand_concurrent_elicitations_are_each_answered_once_and_audited()
     const CALLS: usize = 1000;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = config(dir.path(), "{}");
+    // One session makes all thousand calls at once.
+    let written = std::fs::read_to_string(&config).expect("read config");
+    // The point is one answer and one audit line each, not the deadline: on
+    // two shared cores a review descheduled for 50 ms would fail closed.
+    let written = written.replacen(
+        "[[review.modules]]",
+        "[review.limits]\ndeadline_ms = 2000\n\n[[review.modules]]",
+        1,
+    );
+    std::fs::write(
+        &config,
+        format!("{written}\n[gateway]\nmax_calls_per_session = {CALLS}\n"),
+    )
+    .expect("write config");
     let client = Arc::new(
         stdio_client(
             &config,
@@ -338,7 +368,16 @@ async fn a_thousand_concurrent_elicitations_are_each_answered_once_and_audited()
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), CALLS, "every elicitation answered once");
-    assert!(lines.iter().all(|line| line["decided_by"] == "guest"));
+    let others: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["decided_by"] != "guest")
+        .collect();
+    assert!(
+        others.is_empty(),
+        "{} not decided by the guest, e.g. {}",
+        others.len(),
+        others[0]
+    );
 }
 
 fn set_module(config: &Path, module: &Path, module_config: &str) {
@@ -374,14 +413,13 @@ fn reload(config: &Path) -> (bool, String) {
 async fn gatehouse_reload_swaps_the_chain_and_refuses_a_bad_module() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = config(dir.path(), "{}");
-    let _gateway = HttpGateway::start(&config);
-    let url = _gateway.url.clone();
+    let gateway = HttpGateway::start(&config);
     let client = Client {
         elicitation: false,
         content: None,
         asked: Arc::new(AtomicUsize::new(0)),
     }
-    .serve(StreamableHttpClientTransport::from_uri(url))
+    .serve(gateway.transport())
     .await
     .expect("initialize");
     let delete = || call("git__delete_branch", json!({"branch": "main"}));
@@ -437,7 +475,7 @@ async fn a_changed_module_file_or_sighup_swaps_without_a_command() {
         content: None,
         asked: Arc::new(AtomicUsize::new(0)),
     }
-    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .serve(gateway.transport())
     .await
     .expect("initialize");
     let delete = || call("git__delete_branch", json!({"branch": "main"}));
@@ -656,7 +694,7 @@ async fn an_upstream_disconnect_cancels_what_waits_for_that_person() {
         content: None, // never answers
         asked: asked.clone(),
     }
-    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .serve(gateway.transport())
     .await
     .expect("initialize over HTTP");
     let peer = client.peer().clone();
@@ -698,7 +736,7 @@ async fn an_upstream_disconnect_cancels_what_waits_for_that_person() {
         content: None,
         asked: Arc::new(AtomicUsize::new(0)),
     }
-    .serve(StreamableHttpClientTransport::from_uri(gateway.url.clone()))
+    .serve(gateway.transport())
     .await
     .expect("a second client connects");
     let echo = next
@@ -815,4 +853,276 @@ async fn guests_waiting_in_wasi_never_starve_another_servers_elicitations() {
             "{fast:?}"
         );
     }
+}
+
+/// Admission to the review pool is fair across servers: with one permit and
+/// `slow` flooding it with elicitations that each take their whole deadline
+/// (the sleeping guest), an elicitation of `fast` sent afterwards is reviewed
+/// after a couple of `slow`'s, not behind all of them. Measured by the order
+/// of the audit lines, not by the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_waiting_in_wasi_do_not_queue_one_server_behind_anothers_flood() {
+    const SLOW: usize = 40;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = existing(
+        target().join("debug/demo-server"),
+        "run `cargo build -p gatehouse-example-servers`",
+    );
+    let guests = target().join("wasm32-wasip2/guest");
+    let allowlist = existing(
+        guests.join("gatehouse_allowlist.wasm"),
+        "run .ci/build-guests",
+    );
+    let sleep = existing(guests.join("test_guest_sleep.wasm"), "run .ci/build-guests");
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.slow]\ncommand = {server:?}\nargs = [\"--name\", \"slow\"]\n\n\
+             [mcp_servers.fast]\ncommand = {server:?}\nargs = [\"--name\", \"fast\"]\n\n\
+             [review]\nverify_contract = false\n\n\
+             [review.limits]\nconcurrent_reviews = 1\ndeadline_ms = 50\n\n\
+             [[review.modules]]\npath = {allowlist:?}\n\
+             config = {{ rules = [{{ server = \"fast\", decision = \"decline\", message = \"fast says no\" }}] }}\n\n\
+             [[review.modules]]\npath = {sleep:?}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n",
+            server = server.display().to_string(),
+            allowlist = allowlist.display().to_string(),
+            sleep = sleep.display().to_string(),
+        ),
+    )
+    .expect("write config");
+    let client = Arc::new(
+        stdio_client(
+            &config,
+            Client {
+                elicitation: true,
+                content: Some(json!({})),
+                asked: Arc::new(AtomicUsize::new(0)),
+            },
+        )
+        .await,
+    );
+    let slow_lines = |lines: &[Value]| lines.iter().filter(|line| line["server"] == "slow").count();
+    let mut flood = Vec::new();
+    for index in 0..SLOW {
+        let client = client.clone();
+        flood.push(tokio::spawn(async move {
+            client
+                .call_tool(call(
+                    "slow__delete_branch",
+                    json!({"branch": format!("b{index}")}),
+                ))
+                .await
+        }));
+    }
+    // The flood is queued once its first reviews are done (each one takes
+    // the whole 50 ms deadline; queueing the rest takes a few ms).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while slow_lines(&audit(dir.path())) < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the flood was never reviewed"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let done_before = slow_lines(&audit(dir.path()));
+    let fast = tokio::time::timeout(
+        Duration::from_secs(60),
+        client.call_tool(call("fast__delete_branch", json!({"branch": "main"}))),
+    )
+    .await
+    .expect("fast answered")
+    .expect("tool call");
+    assert!(text(&fast).contains("answered: decline"), "{}", text(&fast));
+    let results = tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(flood))
+        .await
+        .expect("the flood answered");
+    for result in results {
+        let result = result.expect("task").expect("tool call");
+        assert!(
+            text(&result).contains("answered: decline"),
+            "{}",
+            text(&result)
+        );
+    }
+
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), SLOW + 1, "one audit line each: {lines:?}");
+    let Some(at) = lines.iter().position(|line| line["server"] == "fast") else {
+        panic!("no audit line for fast: {lines:?}");
+    };
+    assert_eq!(lines[at]["decided_by"], "guest", "{}", lines[at]);
+    // Reviewed ahead of fast after it was sent: the one holding the permit
+    // and the one whose turn came first (plus any done while the call
+    // travelled to the router); first come, first served would be all of
+    // the rest.
+    let waiting = SLOW - done_before;
+    let ahead = slow_lines(&lines[..at]).saturating_sub(done_before);
+    assert!(
+        ahead <= waiting / 2,
+        "fast waited for {ahead} of the {waiting} slow reviews still queued"
+    );
+    for line in lines.iter().filter(|line| line["server"] == "slow") {
+        assert_eq!(line["decided_by"], "failure", "{line}");
+        assert_eq!(line["steps"][1]["failure"], "deadline", "{line}");
+    }
+}
+
+/// Over real HTTP: two sessions, A calls a tool whose server asks for a
+/// form; only A is asked and A's answer reaches the tool, although B
+/// connected later (before, "the person" was whoever connected last). B
+/// never sees the form, so it cannot answer it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_a_sessions_form_goes_to_that_session_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let gateway = HttpGateway::start(&config);
+    let (asked_a, asked_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let a = Client {
+        elicitation: true,
+        content: Some(json!({"name": "Alice"})),
+        asked: asked_a.clone(),
+    }
+    .serve(gateway.transport())
+    .await
+    .expect("session A");
+    let b = Client {
+        elicitation: true,
+        content: Some(json!({"name": "Mallory"})),
+        asked: asked_b.clone(),
+    }
+    .serve(gateway.transport())
+    .await
+    .expect("session B");
+    let result = a
+        .call_tool(call("git__ask_name", json!({})))
+        .await
+        .expect("A's call");
+    assert!(text(&result).contains("hello Alice"), "{}", text(&result));
+    assert_eq!(asked_a.load(Ordering::SeqCst), 1);
+    assert_eq!(asked_b.load(Ordering::SeqCst), 0, "B was shown A's form");
+    let result = b
+        .call_tool(call("git__ask_name", json!({})))
+        .await
+        .expect("B's call");
+    assert!(text(&result).contains("hello Mallory"), "{}", text(&result));
+    assert_eq!(asked_a.load(Ordering::SeqCst), 1, "A was shown B's form");
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|line| line["decided_by"] == "person"));
+    assert_ne!(lines[0]["session"], lines[1]["session"]);
+}
+
+/// An upstream client that answers every form with `content` and keeps the
+/// params (with `_meta`) it was asked with.
+struct FormRecorder {
+    content: Value,
+    seen: Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl ClientHandler for FormRecorder {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation =
+            Some(ElicitationCapability::new().with_form(FormElicitationCapability::default()));
+        ClientConfig::new(capabilities, Implementation::new("recorder", "0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let mut seen = serde_json::to_value(&request).unwrap_or(Value::Null);
+        seen["_meta"] = serde_json::to_value(&context.meta).unwrap_or(Value::Null);
+        if let Ok(mut all) = self.seen.lock() {
+            all.push(seen);
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(self.content.clone()))
+    }
+}
+
+/// Over real HTTP: the form a session is shown names the configured server
+/// that asks; and an elicitation a server sends outside any call (after its
+/// call has finished) is shown to nobody, though a client is connected, and
+/// gets `on_unhandled` with the reason in the audit line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_forms_name_their_server_and_one_outside_any_call_is_shown_to_nobody() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), "{}");
+    let hostile = existing(
+        target().join("debug/hostile-server"),
+        "run `cargo build -p gatehouse-example-servers`",
+    );
+    let text_config = std::fs::read_to_string(&config).expect("read config");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.sly]\ncommand = {hostile:?}\nargs = [\"--mode\", \"unsolicited\", \"--name\", \"sly\"]\n\n{text_config}",
+            hostile = hostile.display().to_string()
+        ),
+    )
+    .expect("write config");
+    let gateway = HttpGateway::start(&config);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let client = FormRecorder {
+        content: json!({"name": "Alice"}),
+        seen: seen.clone(),
+    }
+    .serve(gateway.transport())
+    .await
+    .expect("session");
+    let result = client
+        .call_tool(call("git__ask_name", json!({})))
+        .await
+        .expect("ask_name");
+    assert!(text(&result).contains("hello Alice"), "{}", text(&result));
+    {
+        let seen = seen.lock().expect("seen");
+        assert_eq!(seen.len(), 1);
+        assert_eq!(
+            seen[0]["_meta"]["io.gatehouse/server"], "git",
+            "{}",
+            seen[0]
+        );
+        assert!(
+            seen[0]["message"]
+                .as_str()
+                .is_some_and(|message| message.starts_with("[git] ")),
+            "{}",
+            seen[0]
+        );
+    }
+    client
+        .call_tool(call("sly__go", json!({})))
+        .await
+        .expect("go");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        if let Some(line) = audit(dir.path())
+            .into_iter()
+            .find(|line| line["server"] == "sly")
+        {
+            break line;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the unsolicited elicitation was never audited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(line["decided_by"], "unhandled", "{line}");
+    assert!(
+        line["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("outside any upstream request")),
+        "{line}"
+    );
+    assert_eq!(line["answer"]["action"], "decline", "{line}");
+    assert_eq!(
+        seen.lock().expect("seen").len(),
+        1,
+        "the unsolicited form was shown"
+    );
 }

@@ -11,13 +11,14 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use futures::future::BoxFuture;
 use gatehouse::audit::AuditLog;
+use gatehouse::calls::SessionId;
 use gatehouse::chain::{Chain, ChainLink};
 use gatehouse::context::ApprovalPolicy;
 use gatehouse::escape::Escaped;
 use gatehouse::mcp::config::RawServer;
 use gatehouse::mcp::connection::IncomingElicitation;
 use gatehouse::mcp::runtime::McpRuntime;
-use gatehouse::router::{ElicitationSettings, Person, Router, ServerOverrides};
+use gatehouse::router::{ElicitationSettings, NotAsked, Person, Router, ServerOverrides};
 use gatehouse::sandbox::{Limits, Sandbox};
 use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::{Value, json};
@@ -43,13 +44,14 @@ impl Person for ScriptedPerson {
     fn ask(
         &self,
         elicitation: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
         let answer = if elicitation.params.get("mode").and_then(Value::as_str) == Some("url") {
             json!({"action": "accept"})
         } else {
             json!({"action": "accept", "content": {"name": "Ada"}})
         };
-        Some(Box::pin(async move {
+        Ok(Box::pin(async move {
             serde_json::from_value(answer)
                 .map_err(|error| ErrorData::internal_error(error.to_string(), None))
         }))

@@ -5,6 +5,7 @@
 //! puts what the chain defers in front of the person ([`upstream`]).
 
 mod forward;
+pub mod http;
 mod upstream;
 
 use std::sync::Arc;
@@ -20,26 +21,83 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 pub use forward::Forwarder;
-pub use upstream::{REMEMBERED_URL_ELICITATIONS, Upstream};
+pub use upstream::{
+    DEFAULT_MAX_PENDING_PER_SESSION, REMEMBERED_URL_ELICITATIONS, SERVER_META_KEY, Upstream,
+    forwarded_params,
+};
 
+use crate::calls::{CallKind, Calls, SessionId, UpstreamCall};
 use crate::mcp::runtime::{McpRuntime, RuntimeError};
 
-/// The MCP server gatehouse presents upstream.
+/// How many requests one upstream session may have in flight at once by
+/// default.
+pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 256;
+
+/// The MCP server gatehouse presents upstream: one value per upstream
+/// session ([`Gateway::for_new_session`]), sharing the runtime, the people
+/// and the registry of requests in flight.
 #[derive(Clone)]
 pub struct Gateway {
     runtime: McpRuntime,
     upstream: Arc<Upstream>,
     forwarder: Forwarder,
+    calls: Arc<Calls>,
+    session: SessionId,
+    max_calls_per_session: usize,
 }
 
 impl Gateway {
-    /// A gateway over `runtime`; `upstream` must be the router's [`Person`](crate::router::Person).
-    pub fn new(runtime: McpRuntime, upstream: Arc<Upstream>) -> Self {
+    /// A gateway over `runtime` for one upstream session. `upstream` must
+    /// be the router's [`Person`](crate::router::Person) and `calls` the
+    /// router's registry ([`Router::set_calls`](crate::router::Router::set_calls)),
+    /// so that an elicitation goes to the session whose request made the
+    /// server ask.
+    pub fn new(runtime: McpRuntime, upstream: Arc<Upstream>, calls: Arc<Calls>) -> Self {
         Gateway {
             runtime,
             upstream,
             forwarder: Forwarder::default(),
+            calls,
+            session: SessionId::next(),
+            max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
         }
+    }
+
+    /// The same gateway with at most `limit` requests in flight per
+    /// session; more are refused with a JSON-RPC error.
+    pub fn with_max_calls_per_session(mut self, limit: usize) -> Self {
+        self.max_calls_per_session = limit.max(1);
+        self
+    }
+
+    /// The gateway for another upstream session (each HTTP session gets
+    /// one): the same runtime, people and registry, its own session id.
+    pub fn for_new_session(&self) -> Gateway {
+        Gateway {
+            session: SessionId::next(),
+            ..self.clone()
+        }
+    }
+
+    /// This gateway's upstream session.
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// Records a request of this session as in flight on `server`, or
+    /// refuses it when the session already has its limit in flight.
+    fn begin_call(&self, call: UpstreamCall) -> Result<crate::calls::CallGuard, ErrorData> {
+        let limit = self.max_calls_per_session;
+        if self.calls.in_flight_for(self.session) >= limit {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode(-32000),
+                format!(
+                    "too many requests in flight for this session (max_calls_per_session = {limit}); retry when one finishes"
+                ),
+                None,
+            ));
+        }
+        Ok(self.calls.begin(call))
     }
 
     async fn refreshed(&self) -> Arc<crate::mcp::runtime::Snapshot> {
@@ -76,7 +134,7 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.upstream.set(context.peer.clone());
+        self.upstream.connect(self.session, context.peer.clone());
         let mut changes = self.runtime.catalog_changes();
         changes.borrow_and_update();
         let peer = context.peer;
@@ -111,11 +169,30 @@ impl ServerHandler for Gateway {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let snapshot = self.refreshed().await;
+        let Some(entry) = snapshot.tool(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no tool named `{}`", request.name),
+                None,
+            ));
+        };
+        let arguments = request.arguments.clone().map(serde_json::Value::Object);
+        let _call = self.begin_call(
+            UpstreamCall::new(
+                self.session,
+                CallKind::ToolCall,
+                entry.server.clone(),
+                request.name.clone(),
+                entry.tool.name.to_string(),
+            )
+            .with_arguments(arguments)
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+        )?;
         match self
             .runtime
-            .call_tool(&request.name, request.arguments)
+            .call_tool_in(&snapshot, &request.name, request.arguments)
             .await
         {
             Ok(result) => Ok(result.into()),
@@ -154,9 +231,23 @@ impl ServerHandler for Gateway {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let snapshot = self.refreshed().await;
+        let server = self
+            .forwarder
+            .resource_server(&snapshot, &request.uri)
+            .await?;
+        let _call = self.begin_call(
+            UpstreamCall::new(
+                self.session,
+                CallKind::ResourceRead,
+                server,
+                request.uri.clone(),
+                request.uri.clone(),
+            )
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+        )?;
         self.forwarder
             .read_resource(&snapshot, &request.uri)
             .await
@@ -177,9 +268,24 @@ impl ServerHandler for Gateway {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let snapshot = self.refreshed().await;
+        let (server, name) = self
+            .forwarder
+            .prompt_server(&snapshot, &request.name)
+            .await?;
+        let _call = self.begin_call(
+            UpstreamCall::new(
+                self.session,
+                CallKind::PromptGet,
+                server,
+                request.name.clone(),
+                name,
+            )
+            .with_arguments(request.arguments.clone().map(serde_json::Value::Object))
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+        )?;
         self.forwarder
             .get_prompt(&snapshot, &request.name, request.arguments)
             .await

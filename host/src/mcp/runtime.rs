@@ -271,6 +271,17 @@ impl McpRuntime {
     ) -> Result<CallToolResult, RuntimeError> {
         self.refresh_if_dirty().await?;
         let snapshot = self.snapshot();
+        self.call_tool_in(&snapshot, qualified, arguments).await
+    }
+
+    /// Calls the tool `qualified` as `snapshot` names it, without
+    /// refreshing first (the caller resolved the name in that snapshot).
+    pub async fn call_tool_in(
+        &self,
+        snapshot: &Snapshot,
+        qualified: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, RuntimeError> {
         let entry = snapshot
             .tool(qualified)
             .ok_or_else(|| RuntimeError::UnknownTool(qualified.to_owned()))?;

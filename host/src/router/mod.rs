@@ -3,6 +3,7 @@
 //! short-cuts; the chain of modules; else the person), answered exactly once
 //! and recorded in the audit log before the answer leaves.
 
+mod admission;
 mod pending;
 mod settings;
 
@@ -13,7 +14,6 @@ use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
 use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
 pub use pending::{Pending, PendingEntry};
 pub use settings::{
@@ -22,6 +22,7 @@ pub use settings::{
 
 use crate::answer::{Action, ElicitAnswer, REVIEW_FAILED_MESSAGE};
 use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
+use crate::calls::{Binding, Calls, SessionId};
 use crate::chain::{Chain, ChainReport, Verdict};
 use crate::context::{ApprovalPolicy, ApprovalsReviewer, ReviewContext, ToolCatalog};
 use crate::elicitation::{Elicitation, ElicitationParams, ParamsError, RequestId};
@@ -34,14 +35,37 @@ use crate::schema;
 /// `_meta` key asking for strict automated review.
 pub const STRICT_KEY: &str = "codex_strict_auto_review";
 
+/// Why the person was not asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAsked {
+    /// No upstream client is connected (or the session asked for is gone).
+    #[error("no upstream client to ask")]
+    NoClient,
+    /// The client did not declare this elicitation mode.
+    #[error("the upstream client does not accept {0} elicitations")]
+    ModeNotDeclared(&'static str),
+    /// The params cannot be put on the wire as an elicitation.
+    #[error("the elicitation cannot be forwarded: {0}")]
+    Unforwardable(String),
+    /// The session already has this many questions waiting.
+    #[error("the upstream session already has {limit} questions waiting (max_pending_per_session)")]
+    TooManyPending {
+        /// The configured limit.
+        limit: usize,
+    },
+}
+
 /// Puts an elicitation in front of the person (through the upstream client).
 pub trait Person: Send + Sync + 'static {
-    /// Returns `None` when nobody can be asked (no upstream client, or it did
-    /// not declare this mode); otherwise the person's answer.
+    /// Asks the person behind `session` (the upstream session the
+    /// elicitation is tied to; `None` when the router has no call registry,
+    /// as in tests and embeddings without a gateway) and returns their
+    /// answer, or why nobody was asked.
     fn ask(
         &self,
         elicitation: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>>;
+        session: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked>;
 
     /// The server finished the URL-mode elicitation `elicitation_id` out of
     /// band; tell the person's client if it was shown there. The default
@@ -59,8 +83,9 @@ impl Person for NoPerson {
     fn ask(
         &self,
         _: &IncomingElicitation,
-    ) -> Option<BoxFuture<'static, Result<ElicitResult, ErrorData>>> {
-        None
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+        Err(NotAsked::NoClient)
     }
 }
 
@@ -74,7 +99,8 @@ pub struct Router {
     audit: Arc<AuditLog>,
     person: Arc<dyn Person>,
     catalog: OnceLock<CatalogSource>,
-    reviews: Semaphore,
+    calls: OnceLock<Arc<Calls>>,
+    reviews: admission::Admission,
     pending: Pending,
     arrivals: Pending,
     in_flight: std::sync::atomic::AtomicUsize,
@@ -117,6 +143,14 @@ impl std::fmt::Debug for Router {
     }
 }
 
+/// What ties an elicitation to others, learned on arrival.
+struct Tie<'a> {
+    /// Cancelled when the server reuses the request id while it waits.
+    replaced: Option<tokio_util::sync::CancellationToken>,
+    /// Whose upstream request it belongs to (with a call registry).
+    binding: Option<&'a Binding>,
+}
+
 /// How one elicitation was decided.
 struct Decided {
     answer: Result<ElicitAnswer, ErrorData>,
@@ -152,7 +186,8 @@ impl Router {
             audit,
             person,
             catalog: OnceLock::new(),
-            reviews: Semaphore::new(concurrent_reviews.max(1)),
+            calls: OnceLock::new(),
+            reviews: admission::Admission::new(concurrent_reviews),
             pending: Pending::default(),
             arrivals: Pending::default(),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
@@ -167,6 +202,20 @@ impl Router {
         source: impl Fn(&str) -> Option<ToolCatalog> + Send + Sync + 'static,
     ) {
         let _ = self.catalog.set(Box::new(source));
+    }
+
+    /// The upstream requests in flight (the gateway's), set once: from
+    /// then on an elicitation is put in front of a person only when it can
+    /// be tied to exactly one upstream session, and only that session's.
+    /// Without it every deferral goes to the [`Person`] with no session.
+    pub fn set_calls(&self, calls: Arc<Calls>) {
+        let _ = self.calls.set(calls);
+    }
+
+    /// Whose upstream request an elicitation from `server` belongs to, when
+    /// the router has a call registry.
+    fn bind(&self, server: &str) -> Option<Binding> {
+        self.calls.get().map(|calls| calls.bind(server))
     }
 
     /// Replaces the chain: reviews in flight finish on the old one.
@@ -225,6 +274,7 @@ impl Router {
             Delivery::InputRequest => None,
         };
         let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced);
+        let binding = self.bind(&elicitation.server);
         let parsed = ElicitationParams::from_wire(&elicitation.params).and_then(|params| {
             match &params.elicitation {
                 Elicitation::Url { elicitation_id, .. }
@@ -262,8 +312,11 @@ impl Router {
                     steps: Vec::new(),
                 },
                 Ok(params) => {
-                    let replaced = arrival.as_ref().map(|(entry, _)| entry.replaced.clone());
-                    self.decide(&elicitation, params, replaced).await
+                    let tie = Tie {
+                        replaced: arrival.as_ref().map(|(entry, _)| entry.replaced.clone()),
+                        binding: binding.as_ref(),
+                    };
+                    self.decide(&elicitation, params, tie).await
                 }
             }
         };
@@ -272,6 +325,10 @@ impl Router {
             time: now_rfc3339(),
             server: elicitation.server.clone(),
             request_id: serde_json::to_value(&elicitation.request_id).unwrap_or(Value::Null),
+            session: binding
+                .as_ref()
+                .and_then(Binding::session)
+                .map(SessionId::get),
             mode,
             decided_by: decided.by,
             reason: decided.reason.clone(),
@@ -343,7 +400,7 @@ impl Router {
         &self,
         elicitation: &IncomingElicitation,
         params: ElicitationParams,
-        replaced: Option<tokio_util::sync::CancellationToken>,
+        tie: Tie<'_>,
     ) -> Decided {
         let all = self.settings.load_full();
         let settings = all.for_server(&elicitation.server);
@@ -406,14 +463,14 @@ impl Router {
                     elicitation,
                     &request,
                     &all,
-                    replaced,
+                    tie,
                     Vec::new(),
                     "routed to the user",
                 )
                 .await;
         }
         let report = self.run_chain(&request).await;
-        let steps: Vec<AuditStep> = report.steps.iter().map(AuditStep::from).collect();
+        let steps = audit_steps(&report);
         match (&report.verdict, report.answer()) {
             (Verdict::Decided { .. }, Some(answer)) => Decided {
                 answer: Ok(answer),
@@ -432,7 +489,7 @@ impl Router {
                     elicitation,
                     &request,
                     &all,
-                    replaced,
+                    tie,
                     steps,
                     "every module deferred",
                 )
@@ -474,7 +531,8 @@ impl Router {
     async fn run_chain(&self, request: &ReviewRequest) -> ChainReport {
         let chain = self.chain.load_full();
         let budget = chain.deadline_sum().saturating_add(WATCHDOG_MARGIN);
-        let _permit = self.reviews.acquire().await;
+        // Fair across servers: a flood from one cannot queue ahead of all others.
+        let _permit = self.reviews.acquire(&request.context().server_name).await;
         let request = request.clone();
         watched(budget, move || chain.review(&request)).await
     }
@@ -483,7 +541,7 @@ impl Router {
     /// else is the strict decline.
     async fn strict_review(&self, request: ReviewRequest) -> Decided {
         let report = self.run_chain(&request).await;
-        let steps: Vec<AuditStep> = report.steps.iter().map(AuditStep::from).collect();
+        let steps = audit_steps(&report);
         let canonical = match &report.verdict {
             Verdict::Decided { outcome, .. } => match &outcome.decision {
                 Decision::Accept { content } => content.as_ref().is_none_or(|content| {
@@ -518,10 +576,11 @@ impl Router {
         elicitation: &IncomingElicitation,
         request: &ReviewRequest,
         settings: &ElicitationSettings,
-        replaced: Option<tokio_util::sync::CancellationToken>,
+        tie: Tie<'_>,
         steps: Vec<AuditStep>,
         why: &str,
     ) -> Decided {
+        let Tie { replaced, binding } = tie;
         let replaced = replaced.unwrap_or_default();
         let unhandled = |reason: String, steps: Vec<AuditStep>| {
             let answer = match settings.on_unhandled {
@@ -535,8 +594,21 @@ impl Router {
                 steps,
             }
         };
-        let Some(asking) = self.person.ask(elicitation) else {
-            return unhandled(format!("{why}; nobody to ask"), steps);
+        // The person is whoever made the request the server is answering;
+        // an elicitation that cannot be tied to one session is shown to nobody.
+        let session = match binding {
+            None => None,
+            Some(binding) => match (binding.session(), binding.why_unbound()) {
+                (Some(session), _) => Some(session),
+                (None, why_unbound) => {
+                    let why_unbound = why_unbound.unwrap_or_default();
+                    return unhandled(format!("{why}; {why_unbound}"), steps);
+                }
+            },
+        };
+        let asking = match self.person.ask(elicitation, session) {
+            Ok(asking) => asking,
+            Err(not_asked) => return unhandled(format!("{why}; {not_asked}"), steps),
         };
         // Duplicate ids are settled on arrival (`route`); here every waiting
         // elicitation just needs its own entry, for shutdown and disconnects.
@@ -632,6 +704,27 @@ async fn watched(
     }
 }
 
+/// The audit steps of a chain run: one per module that ran, or, when the
+/// router failed it before any module finished (the watchdog, a crashed
+/// task), one step for the router with the failure's code.
+fn audit_steps(report: &ChainReport) -> Vec<AuditStep> {
+    match (&report.verdict, report.steps.is_empty()) {
+        (Verdict::Failed { failure, .. }, true) => vec![AuditStep {
+            module: ROUTER_STEP.to_owned(),
+            sha256: String::new(),
+            outcome: "failure".to_owned(),
+            failure: Some(failure.code().to_owned()),
+            rationale: Some(failure.to_string()),
+            risk: None,
+            latency_us: 0,
+        }],
+        _ => report.steps.iter().map(AuditStep::from).collect(),
+    }
+}
+
+/// The module name of an audit step the router wrote itself.
+pub const ROUTER_STEP: &str = "gatehouse:router";
+
 /// The audit reason for a chain that failed: a module's failure, or the
 /// router's own when no module finished (the watchdog, a crashed task).
 fn failure_reason(report: &ChainReport) -> String {
@@ -700,6 +793,11 @@ mod tests {
         let answer = report.answer().expect("a failed chain answers");
         assert_eq!(answer.action, Action::Decline);
         assert!(failure_reason(&report).starts_with("no module finished (deadline)"));
+        // The audit line carries the code as data, not only in the reason.
+        let steps = audit_steps(&report);
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].module, ROUTER_STEP);
+        assert_eq!(steps[0].failure.as_deref(), Some("deadline"));
     }
 
     #[tokio::test]

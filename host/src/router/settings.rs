@@ -132,7 +132,8 @@ impl ElicitationSettings {
     /// How long the person has.
     pub fn person_timeout(&self) -> Duration {
         if self.person_timeout_sec.is_finite() && self.person_timeout_sec > 0.0 {
-            Duration::from_secs_f64(self.person_timeout_sec)
+            // Longer than a Duration holds: as good as forever.
+            Duration::try_from_secs_f64(self.person_timeout_sec).unwrap_or(Duration::MAX)
         } else {
             Duration::from_secs(300)
         }
