@@ -6,28 +6,10 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[path = "support/paths.rs"]
+mod paths;
 
-/// A built guest (see `.ci/build-guests`).
-fn guest(name: &str) -> PathBuf {
-    let dir = std::env::var_os("GATEHOUSE_GUESTS_DIR").map_or_else(
-        || {
-            std::env::var_os("CARGO_TARGET_DIR")
-                .map_or_else(|| root().join("target"), PathBuf::from)
-                .join("wasm32-wasip2/guest")
-        },
-        PathBuf::from,
-    );
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run .ci/build-guests",
-        path.display()
-    );
-    path
-}
+use paths::{demo_server, existing, guest, root, target};
 
 fn gatehouse(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gatehouse"))
@@ -358,13 +340,7 @@ fn conformance_runs_an_own_case_directory() {
 
 #[test]
 fn the_demo_drives_every_kind_of_elicitation() {
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-    let server = target.join("debug/demo-server");
-    assert!(
-        server.exists(),
-        "run `cargo build -p gatehouse-example-servers`"
-    );
+    let server = demo_server();
     let guests = guest("gatehouse_guardian")
         .parent()
         .expect("dir")
@@ -413,15 +389,10 @@ fn the_demo_drives_every_kind_of_elicitation() {
 /// The process-hook baseline (`examples/process-hook`, built by
 /// `cargo test --workspace` or `cargo build -p gatehouse-process-hook`).
 fn process_hook() -> PathBuf {
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-    let hook = target.join("debug/gatehouse-process-hook");
-    assert!(
-        hook.exists(),
-        "{} is missing: run `cargo build -p gatehouse-process-hook`",
-        hook.display()
-    );
-    hook
+    existing(
+        target().join("debug/gatehouse-process-hook"),
+        "run `cargo build -p gatehouse-process-hook`",
+    )
 }
 
 /// The `runs` row of a `gatehouse bench --format json` document.
@@ -709,13 +680,7 @@ async fn serve_starts_a_plugin_once_gatehouse_plugins_trust_records_it() {
     use rmcp::ServiceExt;
     use tokio::io::AsyncReadExt;
 
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-    let server = target.join("debug/demo-server");
-    assert!(
-        server.exists(),
-        "run `cargo build -p gatehouse-example-servers`"
-    );
+    let server = demo_server();
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("gatehouse.toml");
     std::fs::write(

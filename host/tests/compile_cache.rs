@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 
 #[path = "support/capture.rs"]
 mod capture;
+#[path = "support/paths.rs"]
+#[allow(dead_code)]
+mod paths;
 
 use gatehouse::context::ReviewContext;
 use gatehouse::elicitation::{ElicitationParams, RequestId};
@@ -17,20 +20,10 @@ use gatehouse::request::ReviewRequest;
 use gatehouse::sandbox::{Limits, ReviewerModule, Sandbox};
 use serde_json::json;
 
-/// A built guest (see `.ci/build-guests`).
-fn guest(name: &str) -> Vec<u8> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = std::env::var_os("GATEHOUSE_GUESTS_DIR").map_or_else(
-        || {
-            std::env::var_os("CARGO_TARGET_DIR")
-                .map_or_else(|| root.join("target"), PathBuf::from)
-                .join("wasm32-wasip2/guest")
-        },
-        PathBuf::from,
-    );
-    let path = dir.join(format!("{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|error| panic!("{}: {error}; run .ci/build-guests", path.display()))
+/// The bytes of a built guest ([`paths::guest`]).
+fn guest_bytes(name: &str) -> Vec<u8> {
+    let path = paths::guest(name);
+    std::fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
 /// What tracing logged at warn and above while `run` ran on this thread.
@@ -91,7 +84,10 @@ fn mode(path: &Path) -> u32 {
 fn a_swapped_artifact_is_refused_and_the_pinned_module_decides_as_itself() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = dir.path().join("compiled");
-    let (guardian, allowlist) = (guest("gatehouse_guardian"), guest("gatehouse_allowlist"));
+    let (guardian, allowlist) = (
+        guest_bytes("gatehouse_guardian"),
+        guest_bytes("gatehouse_allowlist"),
+    );
     let sandbox = cached(&cache);
     let pinned = load(&sandbox, "guardian", &guardian, None);
     let other = load(&sandbox, "allowlist", &allowlist, None);
@@ -125,7 +121,7 @@ fn a_swapped_artifact_is_refused_and_the_pinned_module_decides_as_itself() {
 fn a_tampered_artifact_is_refused_and_recompiled() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = dir.path().join("compiled");
-    let guardian = guest("gatehouse_guardian");
+    let guardian = guest_bytes("gatehouse_guardian");
     let module = load(&cached(&cache), "guardian", &guardian, None);
     let expected = behaviour(&module);
     let slot = artifact(&cache, module.digest());
@@ -157,7 +153,12 @@ fn a_loose_directory_of_ours_is_made_0700_and_used() {
     assert!(logs.contains("(mode 0777); making it 0700"), "{logs}");
     assert_eq!(mode(&cache), 0o700);
     assert_eq!(sandbox.compile_cache_dir(), Some(cache.as_path()));
-    let module = load(&sandbox, "guardian", &guest("gatehouse_guardian"), None);
+    let module = load(
+        &sandbox,
+        "guardian",
+        &guest_bytes("gatehouse_guardian"),
+        None,
+    );
     assert_eq!(behaviour(&module).1, "decline");
     artifact(&cache, module.digest());
 }
@@ -193,7 +194,12 @@ fn another_users_directory_is_refused_and_modules_compile_in_memory() {
     assert!(logs.contains("chown"), "{logs}");
     assert_eq!(sandbox.compile_cache_dir(), None);
     assert_eq!(mode(&cache), 0o755, "not changed");
-    let module = load(&sandbox, "guardian", &guest("gatehouse_guardian"), None);
+    let module = load(
+        &sandbox,
+        "guardian",
+        &guest_bytes("gatehouse_guardian"),
+        None,
+    );
     assert_eq!(behaviour(&module).1, "decline");
     let entries: Vec<_> = std::fs::read_dir(&cache).expect("cache dir").collect();
     assert!(entries.is_empty(), "nothing written: {entries:?}");
@@ -234,7 +240,7 @@ fn the_cache_treats_a_planted_or_loose_gatehouse_directory_as_the_control_socket
 fn cache_files_are_private_and_symlinks_are_not_followed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = dir.path().join("state").join("compiled");
-    let guardian = guest("gatehouse_guardian");
+    let guardian = guest_bytes("gatehouse_guardian");
     let sandbox = cached(&cache);
     assert_eq!(sandbox.compile_cache_dir(), Some(cache.as_path()));
     let module = load(&sandbox, "guardian", &guardian, None);

@@ -13,30 +13,22 @@ use rmcp::model::{
     UrlElicitationCapability,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[path = "support/http_gateway.rs"]
+mod http_gateway;
+#[path = "support/paths.rs"]
+#[allow(dead_code)]
+mod paths;
 
-fn target() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
-}
-
-fn existing(path: PathBuf, build: &str) -> PathBuf {
-    assert!(path.exists(), "{} is missing: {build}", path.display());
-    path
-}
+use http_gateway::{HttpGateway, reload};
+use paths::{demo_server, existing, target};
 
 /// A config with demo-server `git` and the guardian.
 fn config(dir: &Path, guardian_config: &str) -> PathBuf {
-    let server = existing(
-        target().join("debug/demo-server"),
-        "run `cargo build -p gatehouse-example-servers`",
-    );
+    let server = demo_server();
     let guardian = existing(
         target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
         "run .ci/build-guests",
@@ -201,63 +193,6 @@ async fn without_upstream_elicitation_support_deferrals_are_declined() {
     assert_eq!(audit(dir.path())[0]["decided_by"], "unhandled");
 }
 
-/// `gatehouse serve --listen`, killed when dropped.
-struct HttpGateway {
-    child: std::process::Child,
-    url: String,
-    /// The bearer token gatehouse wrote to `.gatehouse/token`.
-    token: String,
-}
-
-impl HttpGateway {
-    fn start(config: &Path) -> HttpGateway {
-        HttpGateway::start_logging(config, std::process::Stdio::inherit())
-    }
-
-    /// Starts it with info logs going to `stderr`.
-    fn start_logging(config: &Path, stderr: impl Into<std::process::Stdio>) -> HttpGateway {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "gatehouse=info")
-            .stdout(std::process::Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("gatehouse starts");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("listening line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected {line:?}"))
-            .to_owned();
-        let token_file = config
-            .parent()
-            .expect("the config's directory")
-            .join(".gatehouse/token");
-        let token = std::fs::read_to_string(&token_file).expect("the token file");
-        HttpGateway { child, url, token }
-    }
-
-    /// A client transport sending the token.
-    fn transport(&self) -> StreamableHttpClientTransport<reqwest::Client> {
-        StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(self.url.clone())
-                .auth_header(self.token.clone()),
-        )
-    }
-}
-
-impl Drop for HttpGateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_gateway_serves_and_sigterm_cancels_pending_elicitations() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -391,22 +326,6 @@ fn set_module(config: &Path, module: &Path, module_config: &str) {
         &text[end..]
     );
     std::fs::write(config, replaced).expect("write config");
-}
-
-fn reload(config: &Path) -> (bool, String) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["reload", "--config"])
-        .arg(config)
-        .output()
-        .expect("gatehouse reload runs");
-    (
-        output.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -761,10 +680,7 @@ async fn guests_waiting_in_wasi_never_starve_another_servers_elicitations() {
         const SLOW: usize = 6;
         const FAST: usize = 3;
         let dir = tempfile::tempdir().expect("tempdir");
-        let server = existing(
-            target().join("debug/demo-server"),
-            "run `cargo build -p gatehouse-example-servers`",
-        );
+        let server = demo_server();
         let guests = target().join("wasm32-wasip2/guest");
         let allowlist = existing(
             guests.join("gatehouse_allowlist.wasm"),
@@ -864,10 +780,7 @@ async fn guests_waiting_in_wasi_never_starve_another_servers_elicitations() {
 async fn guests_waiting_in_wasi_do_not_queue_one_server_behind_anothers_flood() {
     const SLOW: usize = 40;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = existing(
-        target().join("debug/demo-server"),
-        "run `cargo build -p gatehouse-example-servers`",
-    );
+    let server = demo_server();
     let guests = target().join("wasm32-wasip2/guest");
     let allowlist = existing(
         guests.join("gatehouse_allowlist.wasm"),

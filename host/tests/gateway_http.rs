@@ -17,21 +17,15 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ServerHandler, ServiceExt};
 use serde_json::json;
 
-fn target() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        PathBuf::from,
-    )
-}
+#[path = "support/paths.rs"]
+#[allow(dead_code)]
+mod paths;
+
+use paths::demo_server;
 
 /// A config with demo-server `git` and `gateway` as its `[gateway]` section.
 fn config(dir: &Path, gateway: &str) -> PathBuf {
-    let server = target().join("debug/demo-server");
-    assert!(
-        server.exists(),
-        "{} is missing: run `cargo build -p gatehouse-example-servers`",
-        server.display()
-    );
+    let server = demo_server();
     let path = dir.join("gatehouse.toml");
     std::fs::write(
         &path,

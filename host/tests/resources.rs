@@ -16,12 +16,11 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
-fn target() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        PathBuf::from,
-    )
-}
+#[path = "support/paths.rs"]
+#[allow(dead_code)]
+mod paths;
+
+use paths::demo_server;
 
 /// `gatehouse serve` over stdio in front of demo-servers, each with its
 /// own reads log.
@@ -33,12 +32,7 @@ struct Gateway {
 impl Gateway {
     /// Starts gatehouse with one demo-server per `(name, extra args)`.
     async fn start(servers: &[(&str, &[&str])]) -> Gateway {
-        let demo = target().join("debug/demo-server");
-        assert!(
-            demo.exists(),
-            "{} is missing: run `cargo build -p gatehouse-example-servers`",
-            demo.display()
-        );
+        let demo = demo_server();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = String::new();
         for (name, extra) in servers {

@@ -10,28 +10,21 @@ use std::time::Duration;
 use gatehouse::mcp::result_text as text;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-fn target() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        PathBuf::from,
-    )
-}
+#[path = "support/http_gateway.rs"]
+#[allow(dead_code)]
+mod http_gateway;
+#[path = "support/paths.rs"]
+#[allow(dead_code)]
+mod paths;
 
-fn existing(path: PathBuf, build: &str) -> PathBuf {
-    assert!(path.exists(), "{} is missing: {build}", path.display());
-    path
-}
+use http_gateway::{HttpGateway, reload};
+use paths::{demo_server, existing, target};
 
 /// demo-server `git` reviewed by the guardian, audited to `audit.jsonl`.
 fn config(dir: &Path) -> PathBuf {
-    let server = existing(
-        target().join("debug/demo-server"),
-        "run `cargo build -p gatehouse-example-servers`",
-    );
+    let server = demo_server();
     let guardian = existing(
         target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
         "run .ci/build-guests",
@@ -69,42 +62,16 @@ fn mode(path: &Path) -> u32 {
 
 /// `gatehouse serve --listen`, logging to a file, killed when dropped.
 struct Served {
-    child: std::process::Child,
-    url: String,
-    token: String,
+    gateway: HttpGateway,
     log: PathBuf,
 }
 
 impl Served {
     fn start(config: &Path) -> Served {
-        use std::io::BufRead;
         let log = config.with_file_name("gatehouse.log");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "gatehouse=info")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("gatehouse starts");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("listening line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected {line:?}"))
-            .to_owned();
-        // The bearer token gatehouse made for HTTP clients.
-        let token = std::fs::read_to_string(config.with_file_name(".gatehouse/token"))
-            .expect("the token file");
-        Served {
-            child,
-            url,
-            token,
-            log,
-        }
+        let gateway =
+            HttpGateway::start_logging(config, std::fs::File::create(&log).expect("log file"));
+        Served { gateway, log }
     }
 
     fn logged(&self, what: &str) -> usize {
@@ -113,29 +80,6 @@ impl Served {
             .matches(what)
             .count()
     }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn reload(config: &Path) -> (bool, String) {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["reload", "--config"])
-        .arg(config)
-        .output()
-        .expect("gatehouse reload runs");
-    (
-        output.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ),
-    )
 }
 
 /// Calls `delete_branch`, which the guardian declines, and so one record.
@@ -168,13 +112,7 @@ async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = config(dir.path());
     let served = Served::start(&config);
-    let client = ()
-        .serve(StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(served.url.clone())
-                .auth_header(served.token.clone()),
-        ))
-        .await
-        .expect("initialize");
+    let client = ().serve(served.gateway.transport()).await.expect("initialize");
     let audit = dir.path().join("audit.jsonl");
     delete(&client, "one").await;
     assert_eq!(records(&audit).len(), 1);
@@ -188,7 +126,7 @@ async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
     std::fs::rename(&audit, &first).expect("mv");
     delete(&client, "two").await;
     let status = std::process::Command::new("kill")
-        .args(["-HUP", &served.child.id().to_string()])
+        .args(["-HUP", &served.gateway.child.id().to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
@@ -203,11 +141,8 @@ async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
     );
     assert_eq!(new.len(), 1, "{new:?}");
     assert_eq!(mode(&audit), 0o600);
-    assert!(
-        served.logged("SIGHUP") >= 1,
-        "{}",
-        std::fs::read_to_string(&served.log).unwrap_or_default()
-    );
+    // Logs are written by a background thread: wait for the line.
+    wait_for("SIGHUP was never logged", || served.logged("SIGHUP") >= 1).await;
 
     // `gatehouse reload` does the same, and says so.
     let second = dir.path().join("audit.jsonl.2");
@@ -274,6 +209,10 @@ async fn the_control_socket_caps_the_line_and_coalesces_reloads() {
         assert!(ok, "{said}");
         assert!(said.starts_with("ok "), "{said}");
     }
+    // Logs are written by a background thread: wait for the first reload's
+    // line, then give any others time to land before counting.
+    wait_for("no reload was logged", || served.logged(swapped) >= 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let reloads = served.logged(swapped) - 1;
     assert!(
         (1..=2).contains(&reloads),

@@ -13,7 +13,7 @@
 //! outputs (`--format json`, JUnit) are checked for raw controls in their own
 //! syntax.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,26 +31,11 @@ use tokio::io::AsyncReadExt;
 #[path = "support/capture.rs"]
 mod capture;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+#[path = "support/paths.rs"]
+#[allow(dead_code)]
+mod paths;
 
-fn target() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
-}
-
-/// A built guest (see `.ci/build-guests`).
-fn guest(name: &str) -> String {
-    let dir = std::env::var_os("GATEHOUSE_GUESTS_DIR")
-        .map_or_else(|| target().join("wasm32-wasip2/guest"), PathBuf::from);
-    let path = dir.join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run .ci/build-guests",
-        path.display()
-    );
-    path.display().to_string()
-}
+use paths::{guest, root, target};
 
 fn gatehouse(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gatehouse"))
@@ -96,7 +81,7 @@ fn review_hostile_text(module_config: &str) -> Output {
     gatehouse(&[
         "review",
         "--module",
-        &guest("test_guest_hostile_text"),
+        &guest("test_guest_hostile_text").display().to_string(),
         "--module-config",
         module_config,
         "--request",
@@ -156,7 +141,7 @@ fn logs_carry_no_colours_when_stderr_is_not_a_terminal() {
     let output = gatehouse(&[
         "review",
         "--module",
-        &guest("test_guest_spin"),
+        &guest("test_guest_spin").display().to_string(),
         "--request",
         "examples/requests/approve-read-only.json",
     ]);
@@ -168,7 +153,10 @@ fn logs_carry_no_colours_when_stderr_is_not_a_terminal() {
 
 #[test]
 fn inspect_prints_what_describe_returned_escaped() {
-    let output = gatehouse(&["inspect", &guest("test_guest_hostile_text")]);
+    let output = gatehouse(&[
+        "inspect",
+        &guest("test_guest_hostile_text").display().to_string(),
+    ]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let text = stdout(&output);
     assert_escaped("inspect stdout", &text);
@@ -186,7 +174,7 @@ fn inspect_prints_what_describe_returned_escaped() {
 fn the_conformance_text_report_escapes_what_the_module_said() {
     let output = gatehouse(&[
         "conformance",
-        &guest("test_guest_hostile_text"),
+        &guest("test_guest_hostile_text").display().to_string(),
         "--suite",
         "contract",
     ]);
@@ -429,7 +417,7 @@ fn review_json_carries_what_the_guest_said_as_json_escapes() {
         "--format",
         "json",
         "--module",
-        &guest("test_guest_hostile_text"),
+        &guest("test_guest_hostile_text").display().to_string(),
         "--request",
         "examples/requests/approve-read-only.json",
     ]);
@@ -447,7 +435,7 @@ fn conformance_json_carries_what_the_module_said_as_json_escapes() {
     let run = |format: &str| {
         gatehouse(&[
             "conformance",
-            &guest("test_guest_hostile_text"),
+            &guest("test_guest_hostile_text").display().to_string(),
             "--suite",
             "contract",
             "--format",

@@ -20,7 +20,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +28,7 @@ use super::cache::DiscoveryPass;
 use super::root::DiscoveredServer;
 use super::roots::CapabilityRoot;
 use crate::mcp::config::{ServerConfig, Transport};
+use crate::private_fs::{self, PrivateError};
 
 /// The trust file's name, beside the config file.
 pub const TRUST_FILE_NAME: &str = "gatehouse-trust.toml";
@@ -125,8 +125,9 @@ pub enum TrustError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is not one gatehouse can trust: a symbolic link, not a
-    /// regular file, another user's, writable by others, or too large.
+    /// The file is not one gatehouse can trust ([`private_fs`]): a symbolic
+    /// link, not a regular file, another user's, open to group or others, or
+    /// too large.
     #[error(
         "{}: refusing the trust file: {problem}; remove it (or fix it as said) and trust the plugins again with `gatehouse plugins trust`",
         path.display()
@@ -135,7 +136,7 @@ pub enum TrustError {
         /// The file.
         path: PathBuf,
         /// What is wrong with it.
-        problem: String,
+        problem: private_fs::Refusal,
     },
     /// The file is not a trust file of this version.
     #[error(
@@ -176,8 +177,9 @@ impl TrustStore {
     }
 
     /// Reads the trust file at `path`; a missing file is an empty store. The
-    /// file is opened without following a symbolic link and refused unless
-    /// it is a regular file of this user's that nobody else may write to.
+    /// file is read as a private file ([`private_fs::read`]): never through a
+    /// symbolic link, and refused unless it is a regular file of this user's
+    /// that nobody else may access, of at most 4 MiB.
     ///
     /// ```
     /// use gatehouse::discovery::TrustStore;
@@ -188,13 +190,16 @@ impl TrustStore {
     /// ```
     pub fn load(path: impl Into<PathBuf>) -> Result<Self, TrustError> {
         let path = path.into();
-        let text = match read_private(&path) {
-            Ok(text) => text,
-            Err(TrustError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Self::empty(path));
-            }
-            Err(error) => return Err(error),
+        let bytes = match private_fs::read(&path, MAX_TRUST_FILE_BYTES) {
+            Ok(bytes) => bytes,
+            Err(error) if error.is_not_found() => return Ok(Self::empty(path)),
+            Err(error) => return Err(error.into()),
         };
+        let text = String::from_utf8(bytes).map_err(|error| TrustError::Io {
+            path: path.clone(),
+            action: "read the trust file",
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, error),
+        })?;
         let file: TrustFile = toml::from_str(&text).map_err(|error| TrustError::Parse {
             path: path.clone(),
             message: error.to_string().trim_end().to_owned(),
@@ -259,9 +264,10 @@ impl TrustStore {
         self.records.remove(name).is_some()
     }
 
-    /// Writes the store: to a new 0600 file beside it (created without
-    /// following a symbolic link), synced, then renamed over the old one, so
-    /// readers see the old file or the new one, never a part.
+    /// Writes the store ([`private_fs::replace`]): to a new 0600 file beside
+    /// it (created without following a symbolic link), synced, then renamed
+    /// over the old one, so readers see the old file or the new one, never a
+    /// part.
     pub fn save(&self) -> Result<(), TrustError> {
         let file = TrustFile {
             version: VERSION,
@@ -271,85 +277,31 @@ impl TrustStore {
             path: self.path.clone(),
             message: error.to_string(),
         })?;
-        let temporary = temporary_path(&self.path)?;
-        let io = |action, source| TrustError::Io {
-            path: temporary.clone(),
-            action,
-            source,
-        };
-        let mut out = os::create_private(&temporary).map_err(|source| io("create", source))?;
-        let written = out
-            .write_all(HEADER.as_bytes())
-            .and_then(|()| out.write_all(body.as_bytes()))
-            .and_then(|()| out.sync_all());
-        drop(out);
-        if let Err(source) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(io("write", source));
-        }
-        std::fs::rename(&temporary, &self.path).map_err(|source| {
-            let _ = std::fs::remove_file(&temporary);
-            TrustError::Io {
-                path: self.path.clone(),
-                action: "move the new trust file into place",
+        private_fs::replace(&self.path, &[HEADER.as_bytes(), body.as_bytes()], true)?;
+        Ok(())
+    }
+}
+
+impl From<PrivateError> for TrustError {
+    /// A refused trust file is [`TrustError::Unsafe`]; a failed read or
+    /// write is [`TrustError::Io`], naming the file it failed on.
+    fn from(error: PrivateError) -> Self {
+        match error {
+            PrivateError::Refused { path, refusal } => TrustError::Unsafe {
+                path,
+                problem: refusal,
+            },
+            PrivateError::Io {
+                path,
+                action,
                 source,
-            }
-        })
-    }
-}
-
-/// The text of the trust file at `path`, read without following a symbolic
-/// link, refused unless it is a regular file of this user's that nobody else
-/// may write to, and at most [`MAX_TRUST_FILE_BYTES`].
-fn read_private(path: &Path) -> Result<String, TrustError> {
-    let io = |source| TrustError::Io {
-        path: path.to_path_buf(),
-        action: "read the trust file",
-        source,
-    };
-    let refuse = |problem: String| TrustError::Unsafe {
-        path: path.to_path_buf(),
-        problem,
-    };
-    let file = match os::open_nofollow(path) {
-        Ok(file) => file,
-        Err(error) if os::is_symlink_refusal(&error) => {
-            return Err(refuse("it is a symbolic link".to_owned()));
+            } => TrustError::Io {
+                path,
+                action,
+                source,
+            },
         }
-        Err(error) => return Err(io(error)),
-    };
-    let metadata = file.metadata().map_err(io)?;
-    if !metadata.is_file() {
-        return Err(refuse("it is not a regular file".to_owned()));
     }
-    os::check_private(&metadata).map_err(refuse)?;
-    if metadata.len() > MAX_TRUST_FILE_BYTES {
-        return Err(refuse(format!("it is over {MAX_TRUST_FILE_BYTES} bytes")));
-    }
-    let mut text = String::new();
-    file.take(MAX_TRUST_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(io)?;
-    Ok(text)
-}
-
-/// A fresh name beside `path` for the file that replaces it.
-fn temporary_path(path: &Path) -> Result<PathBuf, TrustError> {
-    let mut random = [0u8; 8];
-    getrandom::fill(&mut random).map_err(|error| TrustError::Io {
-        path: path.to_path_buf(),
-        action: "pick a temporary name",
-        source: std::io::Error::other(error.to_string()),
-    })?;
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Ok(path.with_file_name(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        hex::encode(random)
-    )))
 }
 
 /// A field of a discovered entry that is refused outside a trusted root.
@@ -542,96 +494,11 @@ pub fn assess(pass: &DiscoveryPass, policy: &TrustPolicy, store: &TrustStore) ->
         .collect()
 }
 
-/// Owners, modes and `O_NOFOLLOW`.
-#[cfg(unix)]
-mod os {
-    use std::fs::{File, Metadata, OpenOptions};
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    use std::path::Path;
-
-    use rustix::fs::OFlags;
-
-    /// Opens `path` for reading; fails on a symbolic link and does not block
-    /// on a FIFO.
-    pub(super) fn open_nofollow(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(flags(OFlags::NOFOLLOW | OFlags::NONBLOCK))
-            .open(path)
-    }
-
-    /// Creates `path` for writing, 0600, failing if anything is there (a
-    /// symbolic link included).
-    pub(super) fn create_private(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(flags(OFlags::NOFOLLOW))
-            .open(path)
-    }
-
-    /// Whether `error` is `open` refusing a symbolic link under `O_NOFOLLOW`.
-    pub(super) fn is_symlink_refusal(error: &std::io::Error) -> bool {
-        error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
-    }
-
-    /// `Err` saying what to do unless the file is this user's and nobody
-    /// else may write to it.
-    pub(super) fn check_private(metadata: &Metadata) -> Result<(), String> {
-        let user = rustix::process::geteuid().as_raw();
-        if metadata.uid() != user {
-            return Err(format!(
-                "it belongs to uid {}, not to this user (uid {user})",
-                metadata.uid()
-            ));
-        }
-        if metadata.mode() & 0o022 != 0 {
-            return Err(format!(
-                "others may write to it (mode {:o}); run `chmod 600` on it if its records are yours",
-                metadata.mode() & 0o777
-            ));
-        }
-        Ok(())
-    }
-
-    /// `flags` as `custom_flags` takes them.
-    fn flags(flags: OFlags) -> i32 {
-        flags.bits() as i32
-    }
-}
-
-/// Without owners and modes: plain files.
-#[cfg(not(unix))]
-mod os {
-    use std::fs::{File, Metadata, OpenOptions};
-    use std::path::Path;
-
-    /// Opens `path` for reading.
-    pub(super) fn open_nofollow(path: &Path) -> std::io::Result<File> {
-        File::open(path)
-    }
-
-    /// Creates `path` for writing, failing if anything is there.
-    pub(super) fn create_private(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new().write(true).create_new(true).open(path)
-    }
-
-    /// Never.
-    pub(super) fn is_symlink_refusal(_error: &std::io::Error) -> bool {
-        false
-    }
-
-    /// Nothing to check here.
-    pub(super) fn check_private(_metadata: &Metadata) -> Result<(), String> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::mcp::config::RawServer;
+    use std::io::Write;
 
     fn server(name: &str, source: &Path, sha256: &str) -> DiscoveredServer {
         DiscoveredServer {
@@ -706,6 +573,11 @@ mod tests {
         let message = loose.to_string();
         assert!(message.contains(&path.display().to_string()), "{message}");
         assert!(message.contains("chmod 600"), "{message}");
+        // Stricter since the trust file became a private file: one others may
+        // only read is refused too.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let readable = TrustStore::load(&path).expect_err("a file others may read is refused");
+        assert!(readable.to_string().contains("chmod 600"), "{readable}");
     }
 
     #[test]

@@ -50,6 +50,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::escape::Escaped;
+use crate::private_fs::PrivateError;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
@@ -108,23 +109,28 @@ pub enum HttpError {
     /// No randomness for a token.
     #[error("cannot make a random token: {0}; set `[gateway] bearer_token_env_var` instead")]
     Random(String),
-    /// The token file or its directory could not be written.
-    #[error("token file {}: cannot {action}: {source}", path.display())]
+    /// The token file could not be written, or its directory is not one
+    /// gatehouse may keep it in ([`crate::private_fs`]: a symbolic link, not a
+    /// directory, or another user's).
+    #[error(
+        "token file {}: {source}; or set `[gateway] bearer_token_env_var`, and no token file is written",
+        path.display()
+    )]
     TokenFile {
-        /// The file or directory.
+        /// The token file.
         path: PathBuf,
-        /// What was being done.
-        action: &'static str,
-        /// The I/O error.
-        source: std::io::Error,
+        /// What failed, naming the file or directory it failed on and what
+        /// to do about it.
+        source: PrivateError,
     },
-    /// The token file's directory is not private to this user.
-    #[error("token file {}: {problem}", path.display())]
-    TokenDir {
-        /// The directory.
+    /// No private token file can be made on this platform.
+    #[error(
+        "token file {}: a private token file cannot be made on this platform; set `[gateway] bearer_token_env_var`",
+        path.display()
+    )]
+    TokenUnsupported {
+        /// The token file.
         path: PathBuf,
-        /// What is wrong and what to do.
-        problem: String,
     },
     /// An allowed origin is not an origin.
     #[error("allowed origin: {0}")]
@@ -891,97 +897,27 @@ impl<M: SessionManager> SessionManager for SessionLimit<M> {
     }
 }
 
-/// Writes `secret` to `path` (0600) in a directory private to this user.
+/// Writes `secret` to `path` as a private file
+/// ([`crate::private_fs::replace`]: a new 0600 file renamed into place, so a
+/// symbolic link there is replaced, never followed) in a private directory
+/// ([`crate::private_fs::private_dir`]: created 0700 if missing, refused
+/// unless it is a directory of this user's, made 0700 if loose).
 #[cfg(unix)]
 fn write_token_file(path: &Path, secret: &str) -> Result<(), HttpError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    private_dir(dir)?;
-    let mut random = [0u8; 8];
-    getrandom::fill(&mut random).map_err(|error| HttpError::Random(error.to_string()))?;
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        hex::encode(random)
-    ));
-    let io = |action, source| HttpError::TokenFile {
+    use crate::private_fs;
+    let failed = |source| HttpError::TokenFile {
         path: path.to_path_buf(),
-        action,
         source,
     };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&temporary)
-        .map_err(|e| io("create a new file beside it", e))?;
-    let written = file.write_all(secret.as_bytes());
-    drop(file);
-    // rename replaces whatever is at `path` (a symbolic link included)
-    // without following it.
-    let placed = written
-        .map_err(|e| io("write the token", e))
-        .and_then(|()| std::fs::rename(&temporary, path).map_err(|e| io("move it into place", e)));
-    if placed.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    placed
+    private_fs::private_dir(path.parent().unwrap_or(Path::new(""))).map_err(failed)?;
+    private_fs::replace(path, &[secret.as_bytes()], false).map_err(failed)
 }
 
 #[cfg(not(unix))]
 fn write_token_file(path: &Path, _secret: &str) -> Result<(), HttpError> {
-    Err(HttpError::TokenDir {
+    Err(HttpError::TokenUnsupported {
         path: path.to_path_buf(),
-        problem: "a private token file cannot be made on this platform; set `[gateway] bearer_token_env_var`".to_owned(),
     })
-}
-
-/// Creates `dir` 0700 if missing; refuses it unless it is a real directory
-/// owned by this user; takes group and other permissions off it.
-#[cfg(unix)]
-fn private_dir(dir: &Path) -> Result<(), HttpError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    let io = |action, source| HttpError::TokenFile {
-        path: dir.to_path_buf(),
-        action,
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| io("create its directory", e))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| io("inspect its directory", e))?;
-    let refuse = |problem: String| HttpError::TokenDir {
-        path: dir.to_path_buf(),
-        problem,
-    };
-    if !meta.is_dir() {
-        return Err(refuse(
-            "its directory is not a directory (a symbolic link?); make it a directory of this user's, or set `[gateway] bearer_token_env_var`".to_owned(),
-        ));
-    }
-    let own = rustix::process::geteuid().as_raw();
-    if meta.uid() != own {
-        return Err(refuse(format!(
-            "its directory belongs to uid {}, not to this process's uid {own}; remove it or run as its owner",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| io("make its directory 0700", e))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
