@@ -8,17 +8,21 @@
 //! wait on pollables: `poll` and `pollable.block` (stdin is closed, stdout a
 //! sink, stderr a memory pipe, and there are no files or sockets, so every
 //! stream is ready at once; `tests/hostile_guests.rs` proves each). This
-//! module redefines those two as the same WASI implementation raced against
-//! the time the review has left: past it, the call traps with
+//! module redefines those two, and the six blocking stream calls as well, as
+//! the same WASI implementation raced against the time the review has left: past it, the call traps with
 //! [`Trap::Interrupt`], which the review reports as the `deadline` failure,
 //! exactly as if the guest had been computing.
 
 use std::time::Duration;
 
-use wasmtime::component::{Linker, Resource};
+use wasmtime::component::{Linker, Resource, ResourceTable};
 use wasmtime::{StoreContextMut, Trap};
 use wasmtime_wasi_io::bindings::wasi::io::poll::{Host as _, HostPollable as _};
+use wasmtime_wasi_io::bindings::wasi::io::streams::{
+    Host as _, HostInputStream as _, HostOutputStream as _, StreamError as WasiStreamError,
+};
 use wasmtime_wasi_io::poll::DynPollable;
+use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream, StreamResult};
 
 use super::state::ReviewState;
 use super::wasi::HOST_WASI_VERSION;
@@ -45,8 +49,96 @@ pub(crate) fn bound_waiting_calls(linker: &mut Linker<ReviewState>) -> wasmtime:
             until(left, table.block(pollable))
         },
     )?;
+    bound_stream_calls(linker)?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// Redefines `wasi:io/streams`' six blocking calls the same way. In the
+/// closed context none of them can wait (stdin is closed, stdout a sink,
+/// stderr a memory pipe, no files or sockets), so this changes nothing
+/// today; it keeps a later change to the guest's stdio from reopening an
+/// unbounded wait. A stream error is handed to the guest as WASI does.
+fn bound_stream_calls(linker: &mut Linker<ReviewState>) -> wasmtime::Result<()> {
+    let mut streams = linker.instance(&format!("wasi:io/streams@{HOST_WASI_VERSION}"))?;
+    streams.func_wrap(
+        "[method]input-stream.blocking-read",
+        |mut store: StoreContextMut<'_, ReviewState>,
+         (stream, len): (Resource<DynInputStream>, u64)| {
+            let left = store.data().deadline.remaining();
+            let table = store.data_mut().table();
+            let read = until(left, async { Ok(table.blocking_read(stream, len).await) })?;
+            as_wasi(table, read)
+        },
+    )?;
+    streams.func_wrap(
+        "[method]input-stream.blocking-skip",
+        |mut store: StoreContextMut<'_, ReviewState>,
+         (stream, len): (Resource<DynInputStream>, u64)| {
+            let left = store.data().deadline.remaining();
+            let table = store.data_mut().table();
+            let skipped = until(left, async { Ok(table.blocking_skip(stream, len).await) })?;
+            as_wasi(table, skipped)
+        },
+    )?;
+    streams.func_wrap(
+        "[method]output-stream.blocking-write-and-flush",
+        |mut store: StoreContextMut<'_, ReviewState>,
+         (stream, bytes): (Resource<DynOutputStream>, Vec<u8>)| {
+            let left = store.data().deadline.remaining();
+            let table = store.data_mut().table();
+            let written = until(left, async {
+                Ok(table.blocking_write_and_flush(stream, bytes).await)
+            })?;
+            as_wasi(table, written)
+        },
+    )?;
+    streams.func_wrap(
+        "[method]output-stream.blocking-write-zeroes-and-flush",
+        |mut store: StoreContextMut<'_, ReviewState>,
+         (stream, len): (Resource<DynOutputStream>, u64)| {
+            let left = store.data().deadline.remaining();
+            let table = store.data_mut().table();
+            let written = until(left, async {
+                Ok(table.blocking_write_zeroes_and_flush(stream, len).await)
+            })?;
+            as_wasi(table, written)
+        },
+    )?;
+    streams.func_wrap(
+        "[method]output-stream.blocking-flush",
+        |mut store: StoreContextMut<'_, ReviewState>, (stream,): (Resource<DynOutputStream>,)| {
+            let left = store.data().deadline.remaining();
+            let table = store.data_mut().table();
+            let flushed = until(left, async { Ok(table.blocking_flush(stream).await) })?;
+            as_wasi(table, flushed)
+        },
+    )?;
+    streams.func_wrap(
+        "[method]output-stream.blocking-splice",
+        |mut store: StoreContextMut<'_, ReviewState>,
+         (stream, source, len): (Resource<DynOutputStream>, Resource<DynInputStream>, u64)| {
+            let left = store.data().deadline.remaining();
+            let table = store.data_mut().table();
+            let spliced = until(left, async {
+                Ok(table.blocking_splice(stream, source, len).await)
+            })?;
+            as_wasi(table, spliced)
+        },
+    )?;
+    Ok(())
+}
+
+/// A stream call's result as WASI hands it to the guest: the value, the
+/// `stream-error` variant, or a trap.
+fn as_wasi<T>(
+    table: &mut ResourceTable,
+    result: StreamResult<T>,
+) -> wasmtime::Result<(Result<T, WasiStreamError>,)> {
+    match result {
+        Ok(value) => Ok((Ok(value),)),
+        Err(error) => Ok((Err(table.convert_stream_error(error)?),)),
+    }
 }
 
 /// Runs `call` (a WASI host function) on the runtime WASI uses, for at most
