@@ -434,6 +434,51 @@ fn the_root_byte_budget_stops_reading() {
 }
 
 #[cfg(unix)]
+/// A plugin dropped beside a trusted one cannot borrow its server file
+/// through a link: the reference resolves inside the root but outside the
+/// plugin's own folder, so the servers (whose digest the operator trusted
+/// for the other plugin) would run from the intruder's folder.
+#[test]
+fn a_plugin_cannot_point_at_another_plugins_server_file() {
+    use std::os::unix::fs::symlink;
+
+    let tree = Tree::new();
+    tree.json(
+        "trusted/.codex-plugin/plugin.json",
+        &json!({ "name": "trusted", "mcpServers": "./servers.json" }),
+    );
+    tree.json("trusted/servers.json", &json!({ "s": stdio("./server") }));
+    let intruder = tree.json(
+        "aaa/.codex-plugin/plugin.json",
+        &json!({ "name": "trusted", "mcpServers": "./borrowed.json" }),
+    );
+    symlink(
+        tree.root_dir().join("trusted/servers.json"),
+        tree.root_dir().join("aaa/borrowed.json"),
+    )
+    .unwrap();
+    let found = discover(&tree.root("r"));
+    // The real plugin's server is found, from its own folder; the
+    // intruder contributes nothing and is named in a warning.
+    assert_eq!(names(&found), ["trusted__s"]);
+    let cwd = stdio_parts(&found.servers[0].config.transport).2;
+    assert!(
+        cwd.is_none_or(|cwd| !cwd.to_string_lossy().contains("/aaa")),
+        "{cwd:?}"
+    );
+    assert!(
+        warned(
+            &found,
+            &[
+                &intruder.display().to_string(),
+                "outside the plugin's folder"
+            ]
+        ),
+        "{:?}",
+        found.warnings
+    );
+}
+
 #[test]
 fn manifest_paths_that_escape_are_refused_while_siblings_work() {
     use std::os::unix::fs::symlink;

@@ -1,7 +1,7 @@
 //! The servers one folder brings: as a plugin (it has a manifest) or as a
 //! bare `.mcp.json`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -94,8 +94,9 @@ fn plugin(
             servers(map, &origin, warnings)
         }
         Some(Value::String(reference)) => {
-            let resolved =
-                reference_path(dir, &reference).and_then(|path| reader.resolve_inside(&path));
+            let resolved = reference_path(dir, &reference)
+                .and_then(|path| reader.resolve_inside(&path))
+                .and_then(|path| inside_plugin(dir, path));
             match resolved {
                 Ok(path) => server_file(&path, &namespace, dir, root_id, reader, warnings),
                 Err(reason) => {
@@ -149,4 +150,22 @@ fn server_file(
         sha256: &sha256,
     };
     servers(map, &origin, warnings)
+}
+
+/// `path` (resolved) if it lies in the plugin's own folder `dir`. A plugin
+/// may point only at its own files: a link to another plugin's server file
+/// would run that plugin's servers, trusted under its digest, from this
+/// plugin's folder.
+fn inside_plugin(dir: &Path, path: PathBuf) -> Result<PathBuf, String> {
+    let folder = std::fs::canonicalize(dir)
+        .map_err(|error| format!("cannot resolve the plugin's folder: {error}"))?;
+    if path.starts_with(&folder) {
+        Ok(path)
+    } else {
+        Err(format!(
+            "it resolves to {}, outside the plugin's folder {}; a plugin may only point at its own files",
+            path.display(),
+            folder.display()
+        ))
+    }
 }

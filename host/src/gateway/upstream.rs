@@ -29,6 +29,10 @@ pub const REMEMBERED_URL_ELICITATIONS: usize = 1024;
 /// an elicitation comes from.
 pub const SERVER_META_KEY: &str = "io.gatehouse/server";
 
+/// The `_meta` namespace MCP reserves for the protocol's own request
+/// metadata (protocol version, client capabilities, log level).
+const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
+
 /// How many questions may wait for one session's person at once by default.
 pub const DEFAULT_MAX_PENDING_PER_SESSION: usize = 16;
 
@@ -148,6 +152,9 @@ pub fn forwarded_params(server: &str, params: &Value) -> Result<ElicitRequestPar
         _ => serde_json::Map::new(),
     };
     let mut meta = meta;
+    // The protocol's own request metadata belongs to the server's hop, not
+    // to this one: rmcp writes this hop's.
+    meta.retain(|key, _| !key.starts_with(PROTOCOL_META_PREFIX));
     meta.insert(SERVER_META_KEY.to_owned(), Value::String(server.to_owned()));
     object.insert("_meta".to_owned(), Value::Object(meta));
     if let Some(Value::String(message)) = object.get_mut("message") {
@@ -234,7 +241,8 @@ mod tests {
             "message": "Allow push?",
             "requestedSchema": {"type": "object", "properties": {}},
             "_meta": {"progressToken": "the-servers-token", "codex_approval_kind": "mcp_tool_call",
-                      SERVER_META_KEY: "someone-else"}
+                      SERVER_META_KEY: "someone-else",
+                      "io.modelcontextprotocol/protocolVersion": "2025-11-25"}
         });
         let forwarded = serde_json::to_value(forwarded_params("git", &params).expect("forwarded"))
             .expect("serializes");
@@ -244,6 +252,11 @@ mod tests {
             "a server cannot name itself"
         );
         assert!(forwarded["_meta"].get("progressToken").is_none());
+        assert!(
+            forwarded["_meta"]
+                .get("io.modelcontextprotocol/protocolVersion")
+                .is_none()
+        );
         assert_eq!(forwarded["_meta"]["codex_approval_kind"], "mcp_tool_call");
     }
 
