@@ -183,6 +183,39 @@ impl Calls {
         }
     }
 
+    /// Like [`Calls::begin`], unless `call`'s session already has `limit`
+    /// requests in flight: then `Err(limit)` and nothing is recorded. The
+    /// count and the insert happen under one lock, so concurrent requests
+    /// cannot overrun the limit.
+    pub fn begin_limited(
+        self: &Arc<Self>,
+        call: UpstreamCall,
+        limit: usize,
+    ) -> Result<CallGuard, usize> {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        let server = call.server.clone();
+        let session = call.session;
+        let mut in_flight = self.lock();
+        let count = in_flight
+            .values()
+            .flatten()
+            .filter(|(_, known)| known.session == session)
+            .count();
+        if count >= limit {
+            return Err(limit);
+        }
+        in_flight
+            .entry(server.clone())
+            .or_default()
+            .push((key, Arc::new(call)));
+        drop(in_flight);
+        Ok(CallGuard {
+            calls: self.clone(),
+            server,
+            key,
+        })
+    }
+
     /// Whose request an elicitation `server` sends now can belong to.
     pub fn bind(&self, server: &str) -> Binding {
         let in_flight = self.lock();
@@ -293,6 +326,23 @@ mod tests {
         );
         drop(second);
         assert_eq!(calls.bind("git").session(), Some(alice));
+    }
+
+    #[test]
+    fn a_session_at_its_limit_is_refused_and_nothing_recorded() {
+        let calls = Arc::new(Calls::default());
+        let (alice, bob) = (SessionId::next(), SessionId::next());
+        let first = calls
+            .begin_limited(call(alice, "git"), 1)
+            .expect("under the limit");
+        assert_eq!(calls.begin_limited(call(alice, "docs"), 1).err(), Some(1));
+        assert_eq!(calls.in_flight_for(alice), 1);
+        // Another session has its own count.
+        let _bob = calls
+            .begin_limited(call(bob, "git"), 1)
+            .expect("bob's first");
+        drop(first);
+        assert!(calls.begin_limited(call(alice, "docs"), 1).is_ok());
     }
 
     #[test]

@@ -655,7 +655,18 @@ fn plugins_list_trust_and_untrust_round_trip() {
         "a refused trust records nothing"
     );
 
+    // `--all` trusts what is new, never silently what changed.
     let all = gatehouse(&["plugins", "trust", "--all", "--config", config_arg]);
+    assert_eq!(all.status.code(), Some(0), "{all:?}");
+    assert_eq!(list()["state"], "changed");
+    let all = gatehouse(&[
+        "plugins",
+        "trust",
+        "--all",
+        "--include-changed",
+        "--config",
+        config_arg,
+    ]);
     assert_eq!(all.status.code(), Some(0), "{all:?}");
     assert_eq!(list()["state"], "trusted");
 

@@ -62,9 +62,15 @@ struct TrustArgs {
     /// The servers, as `gatehouse plugins list` names them.
     #[arg(value_name = "NAME", required_unless_present = "all")]
     names: Vec<String>,
-    /// Every discovered server not trusted yet.
+    /// Every discovered server not seen before (state `new`). A server whose
+    /// trusted manifest changed is left out: review it and trust it by name,
+    /// or add `--include-changed`.
     #[arg(long, conflicts_with_all = ["names", "sha256"])]
     all: bool,
+    /// With `--all`, also trust servers whose manifest changed since it was
+    /// trusted.
+    #[arg(long, requires = "all")]
+    include_changed: bool,
     /// Trust only if the manifest's sha256 is still this (the one you
     /// reviewed in `gatehouse plugins list`); for one NAME.
     #[arg(long, value_name = "HEX")]
@@ -118,7 +124,11 @@ fn trust(args: &TrustArgs) -> anyhow::Result<ExitCode> {
     let chosen: Vec<&PluginStatus> = if args.all {
         plugins
             .iter()
-            .filter(|status| status.state != TrustState::Trusted)
+            .filter(|status| match status.state {
+                TrustState::Trusted => false,
+                TrustState::New => true,
+                TrustState::Changed => args.include_changed,
+            })
             .collect()
     } else {
         if args.sha256.is_some() && args.names.len() != 1 {

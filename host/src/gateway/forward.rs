@@ -24,6 +24,7 @@ use rmcp::model::{
     ResourceContents, ResourceTemplate,
 };
 
+pub use index::Target as ResourceTarget;
 use index::{Listing, ResourceIndex, RouteError};
 
 use crate::escape::Escaped;
@@ -61,8 +62,29 @@ impl Forwarder {
         snapshot: &Snapshot,
         uri: &str,
     ) -> Result<ReadResourceResult, ErrorData> {
+        let target = self.resource_target(snapshot, uri).await?;
+        self.read_target(snapshot, uri, &target).await
+    }
+
+    /// Where a read of `uri` goes (what [`Self::read_resource`] would ask),
+    /// or the error it would answer with; asks no server to read anything.
+    pub async fn resource_target(
+        &self,
+        snapshot: &Snapshot,
+        uri: &str,
+    ) -> Result<ResourceTarget, ErrorData> {
         let index = self.index(snapshot).await;
-        let target = index.route(uri)?;
+        Ok(index.route(uri)?)
+    }
+
+    /// Reads `uri` from `target`, as [`Self::resource_target`] chose it: the
+    /// caller records the request against the very server that is asked.
+    pub async fn read_target(
+        &self,
+        snapshot: &Snapshot,
+        uri: &str,
+        target: &ResourceTarget,
+    ) -> Result<ReadResourceResult, ErrorData> {
         let Some(connection) = snapshot.connection(&target.server) else {
             return Err(RouteError::NotFound {
                 uri: uri.to_owned(),
@@ -77,18 +99,6 @@ impl Forwarder {
             requalify(&mut result, &target.uri, qualified);
         }
         Ok(result)
-    }
-
-    /// The server a read of `uri` goes to (what [`Self::read_resource`]
-    /// would ask), or the error it would answer with; asks no server to
-    /// read anything.
-    pub async fn resource_server(
-        &self,
-        snapshot: &Snapshot,
-        uri: &str,
-    ) -> Result<String, ErrorData> {
-        let index = self.index(snapshot).await;
-        Ok(index.route(uri)?.server)
     }
 
     /// The resource index of `snapshot`: the stored one if it was built from
@@ -163,14 +173,29 @@ impl Forwarder {
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult, ErrorData> {
         let (server, name) = self.prompt_server(snapshot, qualified).await?;
-        let Some(connection) = snapshot.connection(&server) else {
+        self.get_prompt_from(snapshot, qualified, &server, &name, arguments)
+            .await
+    }
+
+    /// Gets prompt `name` from `server`, as [`Self::prompt_server`] resolved
+    /// `qualified`: the caller records the request against the very server
+    /// that is asked.
+    pub async fn get_prompt_from(
+        &self,
+        snapshot: &Snapshot,
+        qualified: &str,
+        server: &str,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let Some(connection) = snapshot.connection(server) else {
             return Err(ErrorData::invalid_params(
                 format!("prompt `{qualified}`: server `{server}` is not connected"),
                 None,
             ));
         };
         connection
-            .get_prompt(&name, arguments)
+            .get_prompt(name, arguments)
             .await
             .map_err(upstream_error)
     }

@@ -87,17 +87,17 @@ impl Gateway {
     /// Records a request of this session as in flight on `server`, or
     /// refuses it when the session already has its limit in flight.
     fn begin_call(&self, call: UpstreamCall) -> Result<crate::calls::CallGuard, ErrorData> {
-        let limit = self.max_calls_per_session;
-        if self.calls.in_flight_for(self.session) >= limit {
-            return Err(ErrorData::new(
-                rmcp::model::ErrorCode(-32000),
-                format!(
-                    "too many requests in flight for this session (max_calls_per_session = {limit}); retry when one finishes"
-                ),
-                None,
-            ));
-        }
-        Ok(self.calls.begin(call))
+        self.calls
+            .begin_limited(call, self.max_calls_per_session)
+            .map_err(|limit| {
+                ErrorData::new(
+                    rmcp::model::ErrorCode(-32000),
+                    format!(
+                        "too many requests in flight for this session (max_calls_per_session = {limit}); retry when one finishes"
+                    ),
+                    None,
+                )
+            })
     }
 
     async fn refreshed(&self) -> Arc<crate::mcp::runtime::Snapshot> {
@@ -234,22 +234,22 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let snapshot = self.refreshed().await;
-        let server = self
+        let target = self
             .forwarder
-            .resource_server(&snapshot, &request.uri)
+            .resource_target(&snapshot, &request.uri)
             .await?;
         let _call = self.begin_call(
             UpstreamCall::new(
                 self.session,
                 CallKind::ResourceRead,
-                server,
+                target.server.clone(),
                 request.uri.clone(),
-                request.uri.clone(),
+                target.uri.clone(),
             )
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
         )?;
         self.forwarder
-            .read_resource(&snapshot, &request.uri)
+            .read_target(&snapshot, &request.uri, &target)
             .await
             .map(Into::into)
     }
@@ -279,15 +279,15 @@ impl ServerHandler for Gateway {
             UpstreamCall::new(
                 self.session,
                 CallKind::PromptGet,
-                server,
+                server.clone(),
                 request.name.clone(),
-                name,
+                name.clone(),
             )
             .with_arguments(request.arguments.clone().map(serde_json::Value::Object))
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
         )?;
         self.forwarder
-            .get_prompt(&snapshot, &request.name, request.arguments)
+            .get_prompt_from(&snapshot, &request.name, &server, &name, request.arguments)
             .await
             .map(Into::into)
     }
