@@ -140,6 +140,15 @@ fn ask_name() -> CallToolRequestParams {
     CallToolRequestParams::new("git__ask_name")
 }
 
+fn echo_hi() -> CallToolRequestParams {
+    CallToolRequestParams::new("git__echo").with_arguments(
+        json!({"text": "hi"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    )
+}
+
 fn audit_lines(audit: &AuditLog) -> Vec<Value> {
     audit
         .lines()
@@ -318,14 +327,7 @@ async fn a_session_gets_at_most_max_calls_per_session_in_flight() {
     let client = Arc::new(connect(gateway, silent.clone()).await);
     let first = ask_and_wait(&client, &silent).await;
     let refused = client
-        .call_tool(
-            CallToolRequestParams::new("git__echo").with_arguments(
-                json!({"text": "hi"})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(echo_hi())
         .await
         .expect_err("over max_calls_per_session");
     assert!(
@@ -335,14 +337,7 @@ async fn a_session_gets_at_most_max_calls_per_session_in_flight() {
     let _ = first.await;
     // Once the first has finished, calls go through again.
     let echoed = client
-        .call_tool(
-            CallToolRequestParams::new("git__echo").with_arguments(
-                json!({"text": "hi"})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(echo_hi())
         .await
         .expect("call after the first finished");
     assert!(text(&echoed).contains("hi"), "{}", text(&echoed));

@@ -196,12 +196,7 @@ impl Calls {
         let server = call.server.clone();
         let session = call.session;
         let mut in_flight = self.lock();
-        let count = in_flight
-            .values()
-            .flatten()
-            .filter(|(_, known)| known.session == session)
-            .count();
-        if count >= limit {
+        if count_for(&in_flight, session) >= limit {
             return Err(limit);
         }
         in_flight
@@ -239,11 +234,7 @@ impl Calls {
 
     /// How many requests `session` has in flight, on all servers.
     pub fn in_flight_for(&self, session: SessionId) -> usize {
-        self.lock()
-            .values()
-            .flatten()
-            .filter(|(_, call)| call.session == session)
-            .count()
+        count_for(&self.lock(), session)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, InFlight> {
@@ -253,6 +244,15 @@ impl Calls {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// How many of `in_flight` belong to `session`.
+fn count_for(in_flight: &InFlight, session: SessionId) -> usize {
+    in_flight
+        .values()
+        .flatten()
+        .filter(|(_, call)| call.session == session)
+        .count()
 }
 
 /// Keeps a call in flight; dropping it (the request finished, failed or was

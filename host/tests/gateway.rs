@@ -665,6 +665,42 @@ async fn an_upstream_disconnect_cancels_what_waits_for_that_person() {
     assert!(text(&echo).contains("[git] still here"));
 }
 
+/// A config with demo-servers `slow` and `fast`, one review permit and a
+/// 50 ms deadline, and the chain allowlist (declining `fast`, deferring the
+/// rest) then the guest `waiting` (by crate name, e.g. `test_guest_sleep`),
+/// which reviews `slow`'s elicitations.
+fn slow_and_fast(dir: &Path, waiting: &str) -> PathBuf {
+    let server = demo_server();
+    let guests = target().join("wasm32-wasip2/guest");
+    let allowlist = existing(
+        guests.join("gatehouse_allowlist.wasm"),
+        "run .ci/build-guests",
+    );
+    let guest = existing(
+        guests.join(format!("{waiting}.wasm")),
+        "run .ci/build-guests",
+    );
+    let config = dir.join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.slow]\ncommand = {server:?}\nargs = [\"--name\", \"slow\"]\n\n\
+             [mcp_servers.fast]\ncommand = {server:?}\nargs = [\"--name\", \"fast\"]\n\n\
+             [review]\nverify_contract = false\n\n\
+             [review.limits]\nconcurrent_reviews = 1\ndeadline_ms = 50\n\n\
+             [[review.modules]]\npath = {allowlist:?}\n\
+             config = {{ rules = [{{ server = \"fast\", decision = \"decline\", message = \"fast says no\" }}] }}\n\n\
+             [[review.modules]]\npath = {guest:?}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n",
+            server = server.display().to_string(),
+            allowlist = allowlist.display().to_string(),
+            guest = guest.display().to_string(),
+        ),
+    )
+    .expect("write config");
+    config
+}
+
 /// Hostile guests that wait in WASI (a sleep, an endless poll, a read of
 /// stdin) hold no review permit past their deadline: with one permit and a
 /// flood of elicitations from `slow` (reviewed by the waiting guest), the
@@ -680,34 +716,7 @@ async fn guests_waiting_in_wasi_never_starve_another_servers_elicitations() {
         const SLOW: usize = 6;
         const FAST: usize = 3;
         let dir = tempfile::tempdir().expect("tempdir");
-        let server = demo_server();
-        let guests = target().join("wasm32-wasip2/guest");
-        let allowlist = existing(
-            guests.join("gatehouse_allowlist.wasm"),
-            "run .ci/build-guests",
-        );
-        let guest = existing(
-            guests.join(format!("{waiting}.wasm")),
-            "run .ci/build-guests",
-        );
-        let config = dir.path().join("gatehouse.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[mcp_servers.slow]\ncommand = {server:?}\nargs = [\"--name\", \"slow\"]\n\n\
-                 [mcp_servers.fast]\ncommand = {server:?}\nargs = [\"--name\", \"fast\"]\n\n\
-                 [review]\nverify_contract = false\n\n\
-                 [review.limits]\nconcurrent_reviews = 1\ndeadline_ms = 50\n\n\
-                 [[review.modules]]\npath = {allowlist:?}\n\
-                 config = {{ rules = [{{ server = \"fast\", decision = \"decline\", message = \"fast says no\" }}] }}\n\n\
-                 [[review.modules]]\npath = {guest:?}\n\n\
-                 [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n",
-                server = server.display().to_string(),
-                allowlist = allowlist.display().to_string(),
-                guest = guest.display().to_string(),
-            ),
-        )
-        .expect("write config");
+        let config = slow_and_fast(dir.path(), waiting);
         let client = Arc::new(
             stdio_client(
                 &config,
@@ -780,31 +789,7 @@ async fn guests_waiting_in_wasi_never_starve_another_servers_elicitations() {
 async fn guests_waiting_in_wasi_do_not_queue_one_server_behind_anothers_flood() {
     const SLOW: usize = 40;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = demo_server();
-    let guests = target().join("wasm32-wasip2/guest");
-    let allowlist = existing(
-        guests.join("gatehouse_allowlist.wasm"),
-        "run .ci/build-guests",
-    );
-    let sleep = existing(guests.join("test_guest_sleep.wasm"), "run .ci/build-guests");
-    let config = dir.path().join("gatehouse.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcp_servers.slow]\ncommand = {server:?}\nargs = [\"--name\", \"slow\"]\n\n\
-             [mcp_servers.fast]\ncommand = {server:?}\nargs = [\"--name\", \"fast\"]\n\n\
-             [review]\nverify_contract = false\n\n\
-             [review.limits]\nconcurrent_reviews = 1\ndeadline_ms = 50\n\n\
-             [[review.modules]]\npath = {allowlist:?}\n\
-             config = {{ rules = [{{ server = \"fast\", decision = \"decline\", message = \"fast says no\" }}] }}\n\n\
-             [[review.modules]]\npath = {sleep:?}\n\n\
-             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n",
-            server = server.display().to_string(),
-            allowlist = allowlist.display().to_string(),
-            sleep = sleep.display().to_string(),
-        ),
-    )
-    .expect("write config");
+    let config = slow_and_fast(dir.path(), "test_guest_sleep");
     let client = Arc::new(
         stdio_client(
             &config,

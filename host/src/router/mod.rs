@@ -598,10 +598,10 @@ impl Router {
         // an elicitation that cannot be tied to one session is shown to nobody.
         let session = match binding {
             None => None,
-            Some(binding) => match (binding.session(), binding.why_unbound()) {
-                (Some(session), _) => Some(session),
-                (None, why_unbound) => {
-                    let why_unbound = why_unbound.unwrap_or_default();
+            Some(binding) => match binding.session() {
+                Some(session) => Some(session),
+                None => {
+                    let why_unbound = binding.why_unbound().unwrap_or_default();
                     return unhandled(format!("{why}; {why_unbound}"), steps);
                 }
             },
