@@ -2,9 +2,9 @@
 //! and each deliberately broken guest is reported with the right failure,
 //! never a crash.
 
-use gatehouse::cases;
-use gatehouse::conformance::{Kit, Report, Suite};
-use gatehouse::sandbox::Limits;
+use gatehouse_conformance::cases;
+use gatehouse_conformance::{Kit, Report, Suite};
+use gatehouse_core::sandbox::Limits;
 use gatehouse_tests::{cases_dir, guest};
 
 fn kit() -> Kit {
@@ -302,8 +302,8 @@ fn reports_render_as_text_json_and_junit() {
 
 #[test]
 fn the_shipped_guardian_cases_match_the_case_files() {
-    // The kit embeds tests/conformance/guardian; the files and the binary must agree.
-    let shipped = gatehouse::conformance::guardian_cases().expect("shipped cases");
+    // The kit embeds host/conformance/suites/guardian; the files and the binary must agree.
+    let shipped = gatehouse_conformance::guardian_cases().expect("shipped cases");
     let on_disk = cases::load_dir(&cases_dir("guardian")).expect("cases");
     assert_eq!(shipped.len(), on_disk.len());
 }

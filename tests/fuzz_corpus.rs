@@ -1,6 +1,6 @@
 //! The fuzz targets' short pass in every test run: each committed corpus
 //! input under `fuzz/corpus/<target>/` goes through the same property
-//! function the cargo-fuzz target calls (`gatehouse::fuzzing`), so a crash
+//! function the cargo-fuzz target calls (`gatehouse_fuzzing`), so a crash
 //! the fuzzer once found (and that was added to the corpus) stays fixed.
 //! Then a short random pass on stable Rust (proptest, fixed case counts):
 //! byte mutations of the corpus for every target, and structured JSON
@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use gatehouse::fuzzing::{self, Accepted, Violation};
+use gatehouse_fuzzing::{Accepted, Violation};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestRunner};
@@ -48,7 +48,7 @@ fn replay(target: &str, check: impl Fn(&[u8]) -> Result<Accepted, Violation>) ->
 
 #[test]
 fn the_elicitation_params_corpus_keeps_its_properties() {
-    let accepted = replay("elicitation_params", fuzzing::elicitation_params);
+    let accepted = replay("elicitation_params", gatehouse_fuzzing::elicitation_params);
     assert!(
         accepted >= 10,
         "only {accepted} seeds parse: the corpus lost its valid inputs"
@@ -57,7 +57,7 @@ fn the_elicitation_params_corpus_keeps_its_properties() {
 
 #[test]
 fn the_config_corpus_keeps_its_properties() {
-    let accepted = replay("config", fuzzing::config);
+    let accepted = replay("config", gatehouse_fuzzing::config);
     assert!(accepted >= 2, "only {accepted} seeds parse");
 }
 
@@ -65,7 +65,7 @@ fn the_config_corpus_keeps_its_properties() {
 fn the_discovery_corpus_keeps_its_properties() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let accepted = replay("discovery", |bytes| {
-        fuzzing::discovery(bytes, scratch.path())
+        gatehouse_fuzzing::discovery(bytes, scratch.path())
     });
     assert!(accepted >= 2, "only {accepted} seeds yield servers");
 }
@@ -74,13 +74,13 @@ fn the_discovery_corpus_keeps_its_properties() {
 fn a_broken_property_is_reported_not_swallowed() {
     // The replay must be able to fail: invalid UTF-8 is refused (not a
     // violation), and a config that parses is accepted.
-    assert_eq!(fuzzing::config(&[0xff, 0xfe]), Ok(Accepted::No));
+    assert_eq!(gatehouse_fuzzing::config(&[0xff, 0xfe]), Ok(Accepted::No));
     assert_eq!(
-        fuzzing::config(b"[mcp_servers.a]\ncommand = \"x\"\n"),
+        gatehouse_fuzzing::config(b"[mcp_servers.a]\ncommand = \"x\"\n"),
         Ok(Accepted::Yes)
     );
     assert_eq!(
-        fuzzing::elicitation_params(br#"{"message": 1}"#),
+        gatehouse_fuzzing::elicitation_params(br#"{"message": 1}"#),
         Ok(Accepted::No)
     );
 }
@@ -125,11 +125,15 @@ fn mutation_pass(target: &str, cases: u32, check: impl Fn(&[u8]) -> Result<Accep
 
 #[test]
 fn mutated_corpus_inputs_keep_the_properties() {
-    mutation_pass("elicitation_params", 3_000, fuzzing::elicitation_params);
-    mutation_pass("config", 2_000, fuzzing::config);
+    mutation_pass(
+        "elicitation_params",
+        3_000,
+        gatehouse_fuzzing::elicitation_params,
+    );
+    mutation_pass("config", 2_000, gatehouse_fuzzing::config);
     let scratch = tempfile::tempdir().expect("tempdir");
     mutation_pass("discovery", 300, |bytes| {
-        fuzzing::discovery(bytes, scratch.path())
+        gatehouse_fuzzing::discovery(bytes, scratch.path())
     });
 }
 
@@ -184,9 +188,9 @@ proptest! {
         id in prop_oneof![any::<i64>().prop_map(Value::from), "[a-z0-9-]{0,6}".prop_map(Value::from)],
     ) {
         let bare = serde_json::to_vec(&params).expect("serialises");
-        fuzzing::elicitation_params(&bare).map_err(|v| TestCaseError::fail(v.to_string()))?;
+        gatehouse_fuzzing::elicitation_params(&bare).map_err(|v| TestCaseError::fail(v.to_string()))?;
         let message = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": params});
         let message = serde_json::to_vec(&message).expect("serialises");
-        fuzzing::elicitation_params(&message).map_err(|v| TestCaseError::fail(v.to_string()))?;
+        gatehouse_fuzzing::elicitation_params(&message).map_err(|v| TestCaseError::fail(v.to_string()))?;
     }
 }

@@ -1,8 +1,8 @@
-//! Every guardian case under `tests/conformance/guardian/` through the real
+//! Every guardian case under `host/conformance/suites/guardian/` through the real
 //! sandboxed guardian component.
 
-use gatehouse::cases;
-use gatehouse::chain::{Chain, ChainLink};
+use gatehouse_conformance::cases;
+use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_tests::{cases_dir, load, sandbox};
 
 #[test]

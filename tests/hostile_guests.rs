@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use gatehouse::chain::{Chain, ChainLink};
-use gatehouse::context::ReviewContext;
-use gatehouse::elicitation::{ElicitationParams, RequestId};
-use gatehouse::outcome::Decision;
-use gatehouse::request::ReviewRequest;
-use gatehouse::sandbox::{Limits, ReviewerModule, Sandbox};
+use gatehouse_core::chain::{Chain, ChainLink};
+use gatehouse_core::context::ReviewContext;
+use gatehouse_core::elicitation::{ElicitationParams, RequestId};
+use gatehouse_core::outcome::Decision;
+use gatehouse_core::request::ReviewRequest;
+use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 use gatehouse_tests::{load, sandbox};
 use serde_json::json;
 

@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use gatehouse::audit::AuditLog;
-use gatehouse::calls::SessionId;
-use gatehouse::chain::{Chain, ChainLink};
-use gatehouse::mcp::config::RawServer;
-use gatehouse::mcp::connection::IncomingElicitation;
-use gatehouse::mcp::result_text as text;
-use gatehouse::mcp::runtime::{McpRuntime, RuntimeError};
-use gatehouse::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
+use gatehouse_core::chain::{Chain, ChainLink};
+use gatehouse_mcp::audit::AuditLog;
+use gatehouse_mcp::calls::SessionId;
+use gatehouse_mcp::connection::IncomingElicitation;
+use gatehouse_mcp::result_text as text;
+use gatehouse_mcp::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
+use gatehouse_mcp::runtime::{McpRuntime, RuntimeError};
+use gatehouse_mcp::server_config::RawServer;
 use gatehouse_tests::raw_http::RawHttpServer;
 use gatehouse_tests::{demo_server, hostile_server, load, sandbox};
 use rmcp::model::{ElicitResult, ErrorData};
@@ -532,7 +532,10 @@ async fn burst(n: usize) {
         setup.go(),
         demo_review_during_burst(
             &setup,
-            (n / 10).clamp(1, gatehouse::router::DEFAULT_MAX_IN_FLIGHT_PER_SERVER / 2)
+            (n / 10).clamp(
+                1,
+                gatehouse_mcp::router::DEFAULT_MAX_IN_FLIGHT_PER_SERVER / 2
+            )
         )
     );
     let elapsed = started.elapsed();

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse::mcp::config::{RawServer, ServerConfig};
-use gatehouse::mcp::connection::DeclineAll;
-use gatehouse::mcp::result_text as text;
-use gatehouse::mcp::runtime::{McpRuntime, RuntimeError};
-use gatehouse::mcp::source::ConfigSource;
+use gatehouse_mcp::connection::DeclineAll;
+use gatehouse_mcp::result_text as text;
+use gatehouse_mcp::runtime::{McpRuntime, RuntimeError};
+use gatehouse_mcp::server_config::{RawServer, ServerConfig};
+use gatehouse_mcp::source::ConfigSource;
 use gatehouse_tests::{HttpServer, demo_server, hostile_server};
 use serde_json::json;
 
@@ -84,7 +84,7 @@ async fn connects_lists_and_calls_over_stdio_and_http() {
     let catalog = snapshot.catalog_for("files").expect("catalog");
     assert!(matches!(
         catalog.lookup(Some("delete_branch")),
-        gatehouse::context::CatalogEntry::Listed(tool) if tool.annotations.destructive_hint == Some(true)
+        gatehouse_core::context::CatalogEntry::Listed(tool) if tool.annotations.destructive_hint == Some(true)
     ));
     assert!(matches!(
         runtime.call_tool("files__nope", None).await,
@@ -220,7 +220,7 @@ async fn the_watcher_marks_the_runtime_dirty_on_a_config_edit() {
     runtime.refresh_if_dirty().await.expect("refresh");
     let watched = runtime.clone();
     let _watcher =
-        gatehouse::watch::FileWatcher::new(&[path.as_path()], move |_| watched.invalidate())
+        gatehouse_mcp::watch::FileWatcher::new(&[path.as_path()], move |_| watched.invalidate())
             .expect("watch");
     assert!(!runtime.is_dirty());
     write_config(&path, "b2");
@@ -346,7 +346,7 @@ async fn a_changed_credential_reconnects_the_server() {
     unsafe { std::env::set_var(VARIABLE, "first-token") };
     let web = HttpServer::start("web");
     let mut server = http("web", &web.url);
-    if let gatehouse::mcp::config::Transport::Http {
+    if let gatehouse_mcp::server_config::Transport::Http {
         bearer_token_env_var,
         ..
     } = &mut server.transport
@@ -388,7 +388,7 @@ async fn selecting_roots_at_run_time_adds_their_servers() {
     let runtime = McpRuntime::new(source.clone(), Arc::new(DeclineAll));
     runtime.refresh_if_dirty().await.expect("refresh");
     assert!(runtime.snapshot().tools().is_empty());
-    let roots = vec![gatehouse::discovery::CapabilityRoot::new(
+    let roots = vec![gatehouse_mcp::discovery::CapabilityRoot::new(
         "thread", &selected,
     )];
     assert!(source.select_roots(roots.clone()), "a change");
@@ -456,7 +456,7 @@ async fn a_stdio_server_gets_only_the_environment_it_is_given() {
         environment.values().all(|value| value != "hunter2"),
         "{environment:?}"
     );
-    let allowed: Vec<&str> = gatehouse::mcp::connection::BASE_ENV_VARS
+    let allowed: Vec<&str> = gatehouse_mcp::connection::BASE_ENV_VARS
         .iter()
         .copied()
         .chain(["GIVEN", PASSED])
@@ -524,7 +524,7 @@ fn trust_everything(source: &ConfigSource) {
     store.save().expect("the trust file is written");
 }
 
-fn state_of(source: &ConfigSource, name: &str) -> (gatehouse::discovery::TrustState, bool) {
+fn state_of(source: &ConfigSource, name: &str) -> (gatehouse_mcp::discovery::TrustState, bool) {
     let report = source.plugins().expect("the plugins");
     let status = report
         .plugins
@@ -539,7 +539,7 @@ fn state_of(source: &ConfigSource, name: &str) -> (gatehouse::discovery::TrustSt
 /// but runs nothing until the operator trusts it; then it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_dropped_at_run_time_runs_nothing_until_it_is_trusted() {
-    use gatehouse::discovery::TrustState;
+    use gatehouse_mcp::discovery::TrustState;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = drop_root_config(dir.path(), "", "");
@@ -575,7 +575,7 @@ async fn a_plugin_dropped_at_run_time_runs_nothing_until_it_is_trusted() {
 /// refresh until it is trusted again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_manifest_stops_running_until_it_is_trusted_again() {
-    use gatehouse::discovery::TrustState;
+    use gatehouse_mcp::discovery::TrustState;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = drop_root_config(dir.path(), "", "");

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use gatehouse::audit::AuditLog;
-use gatehouse::calls::SessionId;
-use gatehouse::chain::{Chain, ChainLink};
-use gatehouse::mcp::config::RawServer;
-use gatehouse::mcp::connection::IncomingElicitation;
-use gatehouse::mcp::result_text as text;
-use gatehouse::mcp::runtime::McpRuntime;
-use gatehouse::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
+use gatehouse_core::chain::{Chain, ChainLink};
+use gatehouse_mcp::audit::AuditLog;
+use gatehouse_mcp::calls::SessionId;
+use gatehouse_mcp::connection::IncomingElicitation;
+use gatehouse_mcp::result_text as text;
+use gatehouse_mcp::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
+use gatehouse_mcp::runtime::McpRuntime;
+use gatehouse_mcp::server_config::RawServer;
 use gatehouse_tests::{demo_server, load, sandbox};
 use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::{Value, json};
@@ -197,8 +197,8 @@ async fn per_server_overrides_route_to_the_person() {
     let mut settings = ElicitationSettings::default();
     settings.servers.insert(
         "git".to_owned(),
-        gatehouse::router::ServerOverrides {
-            approvals_reviewer: Some(gatehouse::context::ApprovalsReviewer::User),
+        gatehouse_mcp::router::ServerOverrides {
+            approvals_reviewer: Some(gatehouse_core::context::ApprovalsReviewer::User),
             ..Default::default()
         },
     );
@@ -314,7 +314,7 @@ async fn strict_review_passes_only_canonical_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_and_granular_short_cut_before_the_chain() {
     let settings = ElicitationSettings {
-        approval_policy: gatehouse::context::ApprovalPolicy::Never,
+        approval_policy: gatehouse_core::context::ApprovalPolicy::Never,
         auto_approve_prompts: true,
         ..ElicitationSettings::default()
     };
@@ -337,8 +337,8 @@ async fn never_and_granular_short_cut_before_the_chain() {
     );
 
     let granular = ElicitationSettings {
-        approval_policy: gatehouse::context::ApprovalPolicy::Granular(
-            gatehouse::context::GranularPolicy {
+        approval_policy: gatehouse_core::context::ApprovalPolicy::Granular(
+            gatehouse_core::context::GranularPolicy {
                 mcp_elicitations: false,
                 ..Default::default()
             },
@@ -562,7 +562,7 @@ async fn a_server_pinned_to_2025_06_18_is_reviewed_the_same_way() {
 /// `audit_sync` mode; the server still gets an answer (a decline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accept_that_cannot_be_audited_is_never_sent() {
-    use gatehouse::audit::AuditSync;
+    use gatehouse_mcp::audit::AuditSync;
     for mode in AuditSync::ALL {
         let sandbox = sandbox();
         let guardian = load(&sandbox, "gatehouse_guardian");

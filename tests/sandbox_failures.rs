@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use gatehouse::answer::{Action, REVIEW_FAILED_MESSAGE, TIMEOUT_MESSAGE};
-use gatehouse::chain::{Chain, ChainLink, OnFailure, Verdict};
-use gatehouse::context::ReviewContext;
-use gatehouse::elicitation::{ElicitationParams, RequestId};
-use gatehouse::outcome::Decision;
-use gatehouse::request::ReviewRequest;
-use gatehouse::sandbox::{Limits, LoadError};
+use gatehouse_core::answer::{Action, REVIEW_FAILED_MESSAGE, TIMEOUT_MESSAGE};
+use gatehouse_core::chain::{Chain, ChainLink, OnFailure, Verdict};
+use gatehouse_core::context::ReviewContext;
+use gatehouse_core::elicitation::{ElicitationParams, RequestId};
+use gatehouse_core::outcome::Decision;
+use gatehouse_core::request::ReviewRequest;
+use gatehouse_core::sandbox::{Limits, LoadError};
 use gatehouse_tests::{guest, load, sandbox, sandbox_with};
 use serde_json::{Value, json};
 
@@ -40,7 +40,7 @@ fn url_request() -> ReviewRequest {
 }
 
 /// The guardian, allowing everything: the "next review is normal" probe.
-fn guardian_accepts(sandbox: &gatehouse::sandbox::Sandbox) {
+fn guardian_accepts(sandbox: &gatehouse_core::sandbox::Sandbox) {
     let guardian = load(sandbox, "gatehouse_guardian");
     let report = Chain::new(vec![
         ChainLink::new(guardian).with_config(r#"{"default":"allow"}"#),

@@ -2,7 +2,7 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    if let Err(violation) = gatehouse::fuzzing::config(data) {
+    if let Err(violation) = gatehouse_fuzzing::config(data) {
         panic!("{violation}");
     }
 });

@@ -8,7 +8,7 @@ static SCRATCH: OnceLock<tempfile::TempDir> = OnceLock::new();
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let scratch = SCRATCH.get_or_init(|| tempfile::tempdir().expect("a scratch directory"));
-    if let Err(violation) = gatehouse::fuzzing::discovery(data, scratch.path()) {
+    if let Err(violation) = gatehouse_fuzzing::discovery(data, scratch.path()) {
         panic!("{violation}");
     }
 });

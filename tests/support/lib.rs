@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gatehouse::sandbox::{Limits, ReviewerModule, Sandbox};
+use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 
 pub mod load;
 pub mod raw_http;
@@ -47,11 +47,13 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
-/// The conformance case directory of a suite (`guardian`, ...).
+/// The case directory of a conformance suite (`guardian`, ...): the data the
+/// kit (`host/conformance`) owns and embeds.
 pub fn cases_dir(suite: &str) -> PathBuf {
     workspace_root()
-        .join("tests")
+        .join("host")
         .join("conformance")
+        .join("suites")
         .join(suite)
 }
 

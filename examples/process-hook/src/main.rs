@@ -44,12 +44,12 @@
 //!
 //! Unknown keys at the top level and in `request` are refused; fields the
 //! guardian does not read (a form's `message`, `protocol_version`, ...) are
-//! accepted and ignored. `gatehouse::bench::hook_input` writes exactly this
+//! accepted and ignored. `gatehouse_bench::hook_input` writes exactly this
 //! document for every request `gatehouse bench --hook` sends.
 //!
 //! # stdout: one verdict line
 //!
-//! gatehouse's checked outcome (`gatehouse::outcome::Outcome`) as JSON:
+//! gatehouse's checked outcome (`gatehouse_core::outcome::Outcome`) as JSON:
 //!
 //! ```json
 //! {"decision": {"action": "accept", "content": {}}, "rationale": "...", "risk": "low"}

@@ -2,7 +2,7 @@
 //! rules from the module config in place of the model call.
 //!
 //! The order of checks is the contract with agents that rely on Codex's
-//! behaviour; `tests/conformance/guardian/` holds one case per branch.
+//! behaviour; `host/conformance/suites/guardian/` holds one case per branch.
 
 use serde::Serialize;
 use serde_json::{Map, Value};

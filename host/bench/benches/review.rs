@@ -1,0 +1,111 @@
+//! One review through the reference guardian: a fresh sandboxed instance per
+//! review, beside the same decision logic compiled natively, and the
+//! throughput of two worker threads reviewing at once (each review in its own
+//! fresh instance; read reviews/s off the `thrpt` line).
+//!
+//! Run: `.ci/build-guests && cargo bench -p gatehouse --bench review`
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gatehouse_core::chain::{Chain, ChainLink};
+use gatehouse_core::context::ReviewContext;
+use gatehouse_core::elicitation::{ElicitationParams, RequestId};
+use gatehouse_core::request::ReviewRequest;
+use gatehouse_core::sandbox::{Limits, Sandbox};
+use gatehouse_guardian::input::{Catalog, Input, Mode, Policy, RequestId as GuestId, Reviewer};
+
+const CONFIG: &str = r#"{"allow":[{"server":"docs","tool":"read_*"}],"deny":[{"tool":"drop_*"}]}"#;
+
+fn guardian_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    target.join("wasm32-wasip2/guest/gatehouse_guardian.wasm")
+}
+
+/// Worker threads in the concurrent benchmark.
+const WORKERS: u64 = 2;
+
+fn bench(c: &mut Criterion) {
+    // The same 1 KB approval elicitation `gatehouse bench` uses.
+    let params = gatehouse_bench::sample_elicitation();
+    let size = params.to_string().len();
+    let request = ReviewRequest::new(
+        ElicitationParams::from_wire(&params).expect("valid params"),
+        ReviewContext::new("docs", RequestId::Number(1)),
+    );
+
+    let mut group = c.benchmark_group(format!("guardian review ({size} B elicitation)"));
+
+    let sandbox = Sandbox::new(Limits::default()).expect("sandbox");
+    let module = sandbox
+        .load_file(guardian_path(), None)
+        .unwrap_or_else(|error| panic!("{error} (run .ci/build-guests first)"));
+    let chain = Chain::new(vec![ChainLink::new(Arc::new(module)).with_config(CONFIG)]);
+    assert!(chain.review(&request).answer().is_some());
+    group.bench_function("sandboxed, fresh instance", |b| {
+        b.iter(|| chain.review(&request))
+    });
+
+    let meta =
+        serde_json::Value::Object(request.params().meta.clone().unwrap_or_default()).to_string();
+    let schema = r#"{"type":"object","properties":{}}"#;
+    let input = Input {
+        mode: Mode::Form {
+            requested_schema: schema,
+        },
+        meta: Some(&meta),
+        server_name: "docs",
+        request_id: GuestId::Number(1),
+        policy: Policy::OnRequest,
+        reviewer: Reviewer::AutoReview,
+        auto_approve_prompts: false,
+        catalog: Catalog::Unavailable,
+    };
+    group.bench_function("native logic", |b| {
+        b.iter(|| gatehouse_guardian::logic::review(CONFIG, &input))
+    });
+
+    // `iters` reviews shared out among the workers; the time per element is
+    // wall time over all of them, so `thrpt` is reviews/s of all workers.
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(
+        format!("sandboxed, fresh instance, {WORKERS} workers"),
+        |b| b.iter_custom(|iters| concurrent_reviews(&chain, &request, iters)),
+    );
+    group.finish();
+}
+
+/// Runs `iters` reviews on `WORKERS` threads at once; the wall time from
+/// when all have started to when the last one is done.
+fn concurrent_reviews(chain: &Chain, request: &ReviewRequest, iters: u64) -> Duration {
+    let start = std::sync::Barrier::new(usize::try_from(WORKERS).expect("few workers") + 1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|worker| {
+                // Shares differ by one review at most.
+                let share = iters / WORKERS + u64::from(worker < iters % WORKERS);
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    for _ in 0..share {
+                        std::hint::black_box(chain.review(request));
+                    }
+                })
+            })
+            .collect();
+        start.wait();
+        let began = Instant::now();
+        for worker in workers {
+            worker.join().expect("worker");
+        }
+        began.elapsed()
+    })
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,197 @@
+//! The gateway's cost, side by side over stdio:
+//! - `tools/call` of demo-server's `echo`, direct versus through
+//!   `gatehouse serve`;
+//! - an elicitation end to end (the server sends it, gets its answer, and
+//!   finishes the call): direct (the client answers it at once) versus
+//!   through gatehouse (the guardian reviews it in a fresh sandbox, the
+//!   answer is audited, then sent);
+//! - the resident memory of an idle `gatehouse serve` with three modules.
+//!
+//! Run: `.ci/build-guests && cargo build --release -p gatehouse-example-servers && cargo bench -p gatehouse --bench gateway`
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability, Implementation,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+fn target() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    )
+}
+
+fn existing(path: PathBuf, build: &str) -> PathBuf {
+    assert!(path.exists(), "{} is missing: {build}", path.display());
+    path
+}
+
+fn demo_server() -> PathBuf {
+    existing(
+        target().join("release/demo-server"),
+        "run `cargo build --release -p gatehouse-example-servers`",
+    )
+}
+
+fn guest(name: &str) -> PathBuf {
+    existing(
+        target().join(format!("wasm32-wasip2/guest/{name}.wasm")),
+        "run .ci/build-guests",
+    )
+}
+
+/// A client that answers every form itself, at once (the direct baseline).
+struct Answering;
+
+impl ClientHandler for Answering {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation =
+            Some(ElicitationCapability::new().with_form(FormElicitationCapability::default()));
+        ClientConfig::new(capabilities, Implementation::new("bench", "0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({})))
+    }
+}
+
+type Client = RunningService<RoleClient, Answering>;
+
+async fn connect(command: tokio::process::Command) -> Client {
+    let transport = TokioChildProcess::new(command).expect("spawn");
+    tokio::time::timeout(Duration::from_secs(60), Answering.serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize")
+}
+
+/// `gatehouse serve` over one demo-server `git`, with `modules` guardians
+/// (the first allows read_file; the others are never reached).
+fn gateway_config(dir: &Path, modules: usize) -> PathBuf {
+    let mut text = format!(
+        "[mcp_servers.git]\ncommand = {:?}\nargs = [\"--name\", \"git\"]\n\n[review]\nverify_contract = false\n\n",
+        demo_server().display().to_string()
+    );
+    for index in 0..modules {
+        text.push_str(&format!(
+            "[[review.modules]]\nname = \"guardian{index}\"\npath = {:?}\nconfig = {{ allow = [{{ server = \"git\", tool = \"read_*\" }}] }}\n\n",
+            guest("gatehouse_guardian").display().to_string()
+        ));
+    }
+    text.push_str("[elicitations]\naudit_log = \"audit.jsonl\"\n");
+    let path = dir.join("gatehouse.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned())
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default())
+}
+
+fn approval() -> Value {
+    json!({"params": {
+        "message": "Allow read_file?",
+        "requestedSchema": {"type": "object", "properties": {}},
+        "_meta": {"codex_request_type": "approval_request", "codex_approval_kind": "mcp_tool_call",
+                  "tool_name": "read_file", "tool_params": {"path": "README.md"}}
+    }})
+}
+
+fn rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = gateway_config(dir.path(), 1);
+
+    let (direct, through) = runtime.block_on(async {
+        let mut server = tokio::process::Command::new(demo_server());
+        server.args(["--name", "git"]);
+        let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        gateway.arg("serve").arg("--config").arg(&config);
+        gateway.env("RUST_LOG", "error");
+        (connect(server).await, connect(gateway).await)
+    });
+
+    let mut group = c.benchmark_group("gateway (stdio)");
+    group.bench_function("tools/call echo: direct", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(direct.call_tool(call("echo", json!({"text": "hi"}))))
+                .expect("echo")
+        })
+    });
+    group.bench_function("tools/call echo: through gatehouse", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(through.call_tool(call("git__echo", json!({"text": "hi"}))))
+                .expect("echo")
+        })
+    });
+    group.bench_function("elicitation end to end: direct (client answers)", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(direct.call_tool(call("elicit_raw", approval())))
+                .expect("elicit_raw")
+        })
+    });
+    group.bench_function(
+        "elicitation end to end: through gatehouse (guardian)",
+        |b| {
+            b.iter(|| {
+                runtime
+                    .block_on(through.call_tool(call("git__elicit_raw", approval())))
+                    .expect("elicit_raw")
+            })
+        },
+    );
+    group.finish();
+    runtime.block_on(async {
+        let _ = direct.cancel().await;
+        let _ = through.cancel().await;
+    });
+
+    // Idle memory: `gatehouse serve` with three modules, after start-up.
+    let three = tempfile::tempdir().expect("tempdir");
+    let config = gateway_config(three.path(), 3);
+    runtime.block_on(async {
+        let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        gateway.arg("serve").arg("--config").arg(&config);
+        gateway.env("RUST_LOG", "error");
+        let transport = TokioChildProcess::new(gateway).expect("spawn");
+        let pid = transport.id();
+        let client = Answering.serve(transport).await.expect("initialize");
+        client.list_all_tools().await.expect("tools/list");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Some(mib) = pid.and_then(rss_mib) {
+            println!("idle gatehouse serve, three modules, one server: RSS {mib:.1} MiB");
+        }
+        let _ = client.cancel().await;
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

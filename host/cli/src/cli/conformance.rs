@@ -1,0 +1,99 @@
+//! `gatehouse conformance M.wasm`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::ValueEnum;
+use gatehouse_conformance::cases;
+use gatehouse_conformance::{Kit, Suite};
+use gatehouse_core::config::LimitsConfig;
+
+/// Prove a module honours the reviewer contract: runs the suites and prints
+/// case, expected, got, pass/fail and time. Exits 0 when every check holds,
+/// 2 when any fails, 1 on bad input.
+#[derive(Debug, clap::Args)]
+pub struct ConformanceArgs {
+    /// The component file.
+    module: PathBuf,
+    /// Which suites: `contract` (every reviewer), `guardian` (Codex's
+    /// Guardian behaviour), or `all` (contract, guardian when the module
+    /// claims `guardian-compatible`, and --cases).
+    #[arg(long, value_enum, default_value = "all")]
+    suite: SuiteArg,
+    /// A directory of your own case files (see host/conformance/suites/README.md).
+    #[arg(long, value_name = "DIR")]
+    cases: Option<PathBuf>,
+    /// Module configuration for the contract suite (JSON text or @FILE).
+    #[arg(long, value_name = "JSON|@FILE")]
+    module_config: Option<String>,
+    /// Per-review deadline in milliseconds (default 50).
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: FormatArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SuiteArg {
+    Contract,
+    Guardian,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Text,
+    Json,
+    Junit,
+}
+
+/// Exit code when a check failed.
+const CHECK_FAILED: u8 = 2;
+
+pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(&args.module)
+        .with_context(|| format!("{}: cannot read the module", args.module.display()))?;
+    let extra = match &args.cases {
+        Some(dir) => cases::load_dir(dir)?,
+        None => Vec::new(),
+    };
+    if args.cases.is_some() && extra.is_empty() {
+        anyhow::bail!(
+            "{}: no *.json case files",
+            args.cases
+                .as_deref()
+                .unwrap_or_else(|| std::path::Path::new(""))
+                .display()
+        );
+    }
+    let limits = LimitsConfig {
+        deadline_ms: args.deadline_ms,
+        ..LimitsConfig::default()
+    }
+    .to_limits();
+    let mut kit = Kit::new(limits)?;
+    if let Some(config) = &args.module_config {
+        kit = kit.with_module_config(super::review::module_config(config)?);
+    }
+    let suite = match args.suite {
+        SuiteArg::Contract => Suite::Contract,
+        SuiteArg::Guardian => Suite::Guardian,
+        SuiteArg::All => Suite::All,
+    };
+    let report = kit.run(&args.module.display().to_string(), &bytes, suite, &extra);
+    match args.format {
+        FormatArg::Text => print!("{}", report.to_text()),
+        FormatArg::Json => println!(
+            "{}",
+            gatehouse_core::escape::to_json_string_pretty(&report)?
+        ),
+        FormatArg::Junit => println!("{}", report.to_junit()),
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(CHECK_FAILED)
+    })
+}

@@ -1,0 +1,82 @@
+//! `gatehouse inspect M.wasm`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use gatehouse_core::escape::Escaped;
+use gatehouse_core::inspect::{Inspection, host_contract, inspect};
+use gatehouse_core::sandbox::{Limits, Sandbox};
+
+use super::Format;
+
+/// Show what a component is: contract version, imports, exports, size,
+/// sha256, pool resources, and whether it loads as a reviewer. Exits 0 when
+/// it does, 1 when it does not.
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// The component file.
+    module: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(&args.module)
+        .with_context(|| format!("{}: cannot read the module", args.module.display()))?;
+    let sandbox = Sandbox::new(Limits::default())?;
+    let report = inspect(&sandbox, &args.module.display().to_string(), &bytes)?;
+    match args.format {
+        Format::Json => println!(
+            "{}",
+            gatehouse_core::escape::to_json_string_pretty(&report)?
+        ),
+        Format::Text => print_text(&report),
+    }
+    Ok(if report.reviewer.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Prints the report for people. What `describe()` returned and the
+/// component's own names come from the module: every piece is escaped.
+fn print_text(report: &Inspection) {
+    println!("module    {}", Escaped(&report.source));
+    println!("size      {} bytes", report.size);
+    println!("sha256    {}", report.sha256);
+    println!(
+        "contract  {} (host implements {})",
+        Escaped(report.contract_version.as_deref().unwrap_or("none")),
+        host_contract()
+    );
+    match &report.reviewer {
+        Ok(info) => println!(
+            "reviewer  {} {} claims [{}]",
+            Escaped(&info.name),
+            Escaped(&info.version),
+            Escaped(&info.claims.join(", "))
+        ),
+        Err(error) => println!("reviewer  NOT LOADABLE: {}", Escaped(error)),
+    }
+    if let Some(resources) = &report.resources {
+        println!(
+            "needs     {} memories (initial {} bytes), {} tables",
+            resources.memories,
+            resources
+                .initial_memory_bytes
+                .map_or_else(|| "?".to_owned(), |bytes| bytes.to_string()),
+            resources.tables
+        );
+    }
+    println!("exports");
+    for export in &report.exports {
+        println!("  {}", Escaped(export));
+    }
+    println!("imports");
+    for import in &report.imports {
+        println!("  {}", Escaped(import));
+    }
+}

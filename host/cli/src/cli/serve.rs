@@ -1,0 +1,306 @@
+//! `gatehouse serve`: the gateway.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use gatehouse_conformance::Kit;
+use gatehouse_core::chain::Chain;
+use gatehouse_core::sandbox::Sandbox;
+use gatehouse_mcp::audit::AuditLog;
+use gatehouse_mcp::config::Config;
+use gatehouse_mcp::gateway::http::HttpServer;
+use gatehouse_mcp::gateway::{Gateway, Upstream};
+use gatehouse_mcp::reload::Reloader;
+use gatehouse_mcp::router::Router;
+use gatehouse_mcp::runtime::McpRuntime;
+use gatehouse_mcp::source::ConfigSource;
+use gatehouse_mcp::watch::FileWatcher;
+use rmcp::ServiceExt;
+
+/// Run the gateway: an MCP server (stdio by default) in front of the
+/// configured MCP servers, reviewing every elicitation they send.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The config file (`[mcp_servers]`, `[review]`, `[elicitations]`, `[capabilities]`).
+    #[arg(long, value_name = "gatehouse.toml")]
+    config: PathBuf,
+    /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8080) at /mcp
+    /// instead of stdio. Clients must send `Authorization: Bearer <token>`:
+    /// the token is written to .gatehouse/token beside the config, or taken
+    /// from the variable `[gateway] bearer_token_env_var` names (required for
+    /// an address other than loopback).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::load(&args.config)?;
+    // The HTTP listener's address and token are settled first: a refused
+    // address or an unset token variable stops here, before anything starts.
+    let http = match &args.listen {
+        Some(address) => Some(HttpServer::from_config(&config, address)?),
+        None => None,
+    };
+    if let Some(file) = http.as_ref().and_then(HttpServer::token_file) {
+        // The path only: the token itself is never printed.
+        let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+        eprintln!(
+            "gatehouse: HTTP clients must send `Authorization: Bearer <token>`; the token is in {} (new at every start)",
+            gatehouse_core::escape::Escaped(&file.display().to_string())
+        );
+    }
+    let limits = config.review.limits.to_limits();
+    let sandbox = Sandbox::with_compile_cache(limits.clone(), config.compile_cache_dir())?;
+    let audit = Arc::new(AuditLog::open_with(
+        config.audit_log_path(),
+        config.elicitations.audit_sync,
+    )?);
+    let upstream = Arc::new(Upstream::new(config.gateway.max_pending_per_session));
+    let router = Arc::new(Router::new(
+        Chain::default(),
+        config.elicitations.clone(),
+        audit.clone(),
+        upstream.clone(),
+        limits.concurrent_reviews() as usize,
+    ));
+    let kit = if config.review.verify_contract {
+        Some(Kit::new(limits.clone())?)
+    } else {
+        None
+    };
+    let reloader = Arc::new(Reloader::new(&args.config, sandbox, kit, router.clone()));
+    {
+        let reloader = reloader.clone();
+        tokio::task::spawn_blocking(move || reloader.reload())
+            .await
+            .context("the reviewer chain task failed")?
+            .context("cannot load the reviewer chain")?;
+    }
+    let source = Arc::new(ConfigSource::new(&args.config));
+    let mcp = McpRuntime::new(source, Arc::new(router.clone()));
+    let catalog = mcp.clone();
+    // The requests in flight, by server: an elicitation goes only to the
+    // session whose request made the server ask.
+    let calls = Arc::new(gatehouse_mcp::calls::Calls::default());
+    router.set_calls(calls.clone());
+    router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+    mcp.refresh_if_dirty()
+        .await
+        .context("cannot start the MCP servers")?;
+    let watched = mcp.clone();
+    // The trust file too: `gatehouse plugins trust` and `untrust` take effect.
+    let trust_file = config.trust_file();
+    let _config_watcher = FileWatcher::new(
+        &[args.config.as_path(), trust_file.as_path()],
+        move |path| {
+            tracing::info!(path = %path.display(), "config changed");
+            watched.invalidate();
+        },
+    )?;
+    let reloads = spawn_reloads(
+        reloader.clone(),
+        audit.clone(),
+        &args.config,
+        &config.control_socket(),
+    )?;
+    let gateway = Gateway::new(mcp.clone(), upstream, calls)
+        .with_max_calls_per_session(config.gateway.max_calls_per_session);
+    let served = match http {
+        None => {
+            let service = gateway
+                .serve(rmcp::transport::stdio())
+                .await
+                .context("MCP initialization on stdio failed")?;
+            tokio::select! {
+                quit = service.waiting() => quit.map(|_| ()).context("the stdio session failed"),
+                () = shutdown_signal() => Ok(()),
+            }
+        }
+        Some(http) => serve_http(gateway, http).await,
+    };
+    // Nothing is left unanswered: whatever waits for the person is
+    // cancelled, and every answer is sent and audited before the servers stop.
+    router.drain(std::time::Duration::from_secs(5)).await;
+    reloads.stop();
+    let _ = std::fs::remove_file(config.control_socket());
+    if let Err(error) = audit.sync() {
+        tracing::error!("{error}");
+    }
+    drop(mcp);
+    served.map(|()| ExitCode::SUCCESS)
+}
+
+/// What keeps reloads coming: the file watcher, the SIGHUP task and the
+/// control socket.
+struct Reloads {
+    _watcher: FileWatcher,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Reloads {
+    fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Reloads the chain on a change to the config or a module file, on SIGHUP,
+/// and on `gatehouse reload` (a line `reload` on the control socket, answered
+/// with `ok ...` or `error: ...`); SIGHUP and `gatehouse reload` reopen the
+/// audit log first (rotation). Reloads are coalesced: one runs, one waits,
+/// whatever the number of requests. Failures keep the old chain and are
+/// logged and reported to whoever asked.
+fn spawn_reloads(
+    reloader: Arc<Reloader>,
+    audit: Arc<AuditLog>,
+    config: &std::path::Path,
+    socket: &std::path::Path,
+) -> anyhow::Result<Reloads> {
+    let job: gatehouse_mcp::control::Job = {
+        let reloader = reloader.clone();
+        Arc::new(move || Box::pin(reload_chain(reloader.clone())))
+    };
+    // Editors write in bursts: each reload starts 100 ms after it is wanted.
+    let coalescer =
+        gatehouse_mcp::control::Coalescer::new(std::time::Duration::from_millis(100), job);
+    let mut watched: Vec<PathBuf> = reloader.module_paths();
+    watched.push(config.to_path_buf());
+    let paths: Vec<&std::path::Path> = watched.iter().map(PathBuf::as_path).collect();
+    let on_change = coalescer.clone();
+    let watcher = FileWatcher::new(&paths, move |path| {
+        tracing::info!(path = %path.display(), "a module or the config changed; reloading the chain");
+        on_change.trigger();
+    })?;
+    #[allow(unused_mut)]
+    let mut tasks = Vec::new();
+    #[cfg(unix)]
+    {
+        use gatehouse_mcp::control::{self, Handler, Request};
+        let on_hangup = coalescer.clone();
+        let hangup_audit = audit.clone();
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        tasks.push(tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reopening the audit log and reloading the chain");
+                let _ = reopen_audit(&hangup_audit).await;
+                on_hangup.trigger();
+            }
+        }));
+        let listener = control::bind(socket)
+            .with_context(|| format!("cannot listen on the control socket {}", socket.display()))?;
+        let handler: Handler = Arc::new(move |request| match request {
+            Request::Reload => {
+                let audit = audit.clone();
+                let coalescer = coalescer.clone();
+                Box::pin(async move {
+                    let reopened = reopen_audit(&audit).await;
+                    let answer = coalescer.request().await;
+                    match reopened {
+                        Ok(()) if answer.starts_with("ok") => {
+                            format!("{answer}; audit log reopened")
+                        }
+                        Ok(()) => answer,
+                        Err(error) => format!(
+                            "error: the audit log was not reopened, records still go to the old file: {error}; the chain: {answer}"
+                        ),
+                    }
+                })
+            }
+        });
+        tasks.push(tokio::spawn(control::serve(listener, handler)));
+    }
+    #[cfg(not(unix))]
+    let _ = (socket, audit, coalescer);
+    Ok(Reloads {
+        _watcher: watcher,
+        tasks,
+    })
+}
+
+/// Reopens the audit log off the async threads; logs a failure.
+async fn reopen_audit(audit: &Arc<AuditLog>) -> Result<(), String> {
+    let audit = audit.clone();
+    match tokio::task::spawn_blocking(move || audit.reopen()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::error!(
+                "the audit log was not reopened; records still go to the old file: {error}"
+            );
+            Err(error.to_string())
+        }
+        Err(error) => Err(format!("the reopen task failed: {error}")),
+    }
+}
+
+/// One reload of the chain and settings, as the line `gatehouse reload`
+/// prints.
+async fn reload_chain(reloader: Arc<Reloader>) -> String {
+    let outcome = tokio::task::spawn_blocking(move || reloader.reload()).await;
+    match outcome {
+        Ok(Ok(reloaded)) => {
+            let modules: Vec<String> = reloaded
+                .modules
+                .iter()
+                .map(|(name, digest)| format!("{name}={digest}"))
+                .collect();
+            let settings = if reloaded.settings_changed {
+                "; [elicitations] updated"
+            } else {
+                ""
+            };
+            format!(
+                "ok {} ({:?}){settings}",
+                modules.join(" "),
+                reloaded.elapsed
+            )
+        }
+        Ok(Err(error)) => {
+            tracing::error!("reload refused; the old chain and settings keep serving: {error}");
+            format!("error: {error}")
+        }
+        Err(error) => format!("error: the reload task failed: {error}"),
+    }
+}
+
+async fn serve_http(gateway: Gateway, http: HttpServer) -> anyhow::Result<()> {
+    let listening = http.bind().await?;
+    println!("listening on {}", listening.url());
+    listening
+        .serve(move || Ok(gateway.for_new_session()), shutdown_signal())
+        .await?;
+    Ok(())
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,221 @@
+//! `gatehouse serve`'s audit log and control socket end to end: rotation by
+//! SIGHUP and by `gatehouse reload`, the modes of the files it makes, the
+//! control socket's line cap, and reloads coalesced.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gatehouse_mcp::result_text as text;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+#[path = "support/http_gateway.rs"]
+#[allow(dead_code)]
+mod http_gateway;
+#[path = "support/paths.rs"]
+#[allow(dead_code)]
+mod paths;
+
+use http_gateway::{HttpGateway, reload};
+use paths::{demo_server, existing, target};
+
+/// demo-server `git` reviewed by the guardian, audited to `audit.jsonl`.
+fn config(dir: &Path) -> PathBuf {
+    let server = demo_server();
+    let guardian = existing(
+        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
+        "run .ci/build-guests",
+    );
+    let path = dir.join("gatehouse.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
+             [[review.modules]]\npath = {guardian:?}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\naudit_sync = \"batch\"\n",
+            server = server.display().to_string(),
+            guardian = guardian.display().to_string(),
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(text.is_empty() || text.ends_with('\n'), "a partial record");
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .expect("exists")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// `gatehouse serve --listen`, logging to a file, killed when dropped.
+struct Served {
+    gateway: HttpGateway,
+    log: PathBuf,
+}
+
+impl Served {
+    fn start(config: &Path) -> Served {
+        let log = config.with_file_name("gatehouse.log");
+        let gateway =
+            HttpGateway::start_logging(config, std::fs::File::create(&log).expect("log file"));
+        Served { gateway, log }
+    }
+
+    fn logged(&self, what: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .matches(what)
+            .count()
+    }
+}
+
+/// Calls `delete_branch`, which the guardian declines, and so one record.
+async fn delete(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, branch: &str) {
+    let arguments = json!({ "branch": branch });
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("git__delete_branch")
+                .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("call");
+    assert!(
+        text(&result).contains("answered: decline"),
+        "{}",
+        text(&result)
+    );
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path());
+    let served = Served::start(&config);
+    let client = ().serve(served.gateway.transport()).await.expect("initialize");
+    let audit = dir.path().join("audit.jsonl");
+    delete(&client, "one").await;
+    assert_eq!(records(&audit).len(), 1);
+    assert_eq!(mode(&audit), 0o600, "the audit log is private");
+    let socket = dir.path().join(".gatehouse/control.sock");
+    assert_eq!(mode(&socket), 0o600, "the control socket is private");
+    assert_eq!(mode(&dir.path().join(".gatehouse")), 0o700);
+
+    // logrotate's way: rename, then SIGHUP.
+    let first = dir.path().join("audit.jsonl.1");
+    std::fs::rename(&audit, &first).expect("mv");
+    delete(&client, "two").await;
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &served.gateway.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    wait_for("SIGHUP did not reopen the audit log", || audit.exists()).await;
+    delete(&client, "three").await;
+    let old: Vec<Value> = records(&first);
+    let new: Vec<Value> = records(&audit);
+    assert_eq!(
+        old.len(),
+        2,
+        "records before the SIGHUP stay in the old file"
+    );
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_eq!(mode(&audit), 0o600);
+    // Logs are written by a background thread: wait for the line.
+    wait_for("SIGHUP was never logged", || served.logged("SIGHUP") >= 1).await;
+
+    // `gatehouse reload` does the same, and says so.
+    let second = dir.path().join("audit.jsonl.2");
+    std::fs::rename(&audit, &second).expect("mv");
+    let (ok, said) = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || reload(&config)
+    })
+    .await
+    .expect("join");
+    assert!(ok, "{said}");
+    assert!(said.contains("audit log reopened"), "{said}");
+    delete(&client, "four").await;
+    assert_eq!(records(&second).len(), 1);
+    assert_eq!(records(&audit).len(), 1);
+    assert_eq!(records(&audit)[0]["answer"]["action"], "decline");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_socket_caps_the_line_and_coalesces_reloads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path());
+    let served = Served::start(&config);
+    let socket = dir.path().join(".gatehouse/control.sock");
+    let swapped = "reviewer chain and settings swapped";
+    wait_for("the first chain never loaded", || {
+        served.logged(swapped) == 1
+    })
+    .await;
+
+    // 1 MiB without a newline: one error line, the connection closed.
+    let reply = tokio::task::spawn_blocking({
+        let socket = socket.clone();
+        move || {
+            let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+            stream
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("timeout");
+            let _ = stream.write_all(&vec![b'x'; 1 << 20]);
+            let mut reply = Vec::new();
+            let _ = stream.read_to_end(&mut reply);
+            String::from_utf8_lossy(&reply).into_owned()
+        }
+    })
+    .await
+    .expect("join");
+    assert!(
+        reply.starts_with("error: request line too long"),
+        "{reply:?}"
+    );
+    assert_eq!(served.logged(swapped), 1, "nothing was reloaded");
+
+    // Twelve `gatehouse reload`s at once: every one answered `ok`, by at
+    // most two reloads.
+    let clients: Vec<_> = (0..12)
+        .map(|_| {
+            let config = config.clone();
+            tokio::task::spawn_blocking(move || reload(&config))
+        })
+        .collect();
+    for client in clients {
+        let (ok, said) = client.await.expect("join");
+        assert!(ok, "{said}");
+        assert!(said.starts_with("ok "), "{said}");
+    }
+    // Logs are written by a background thread: wait for the first reload's
+    // line, then give any others time to land before counting.
+    wait_for("no reload was logged", || served.logged(swapped) >= 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reloads = served.logged(swapped) - 1;
+    assert!(
+        (1..=2).contains(&reloads),
+        "{reloads} reloads for 12 requests"
+    );
+}

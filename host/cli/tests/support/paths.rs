@@ -1,0 +1,41 @@
+//! Where the integration tests find the workspace and what the build made:
+//! the target directory, the demo-server and the built guests.
+//!
+//! One file, included with `#[path]` by each test in `host/tests/` that
+//! needs it (with `#[allow(dead_code)]` on the include where only some of it
+//! is used).
+
+use std::path::PathBuf;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The target directory: `CARGO_TARGET_DIR`, else `target` in the workspace.
+pub fn target() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from)
+}
+
+/// `path`, failing the test if it is missing with `build`, what makes it.
+pub fn existing(path: PathBuf, build: &str) -> PathBuf {
+    assert!(path.exists(), "{} is missing: {build}", path.display());
+    path
+}
+
+/// The demo MCP server (`examples/servers`).
+pub fn demo_server() -> PathBuf {
+    existing(
+        target().join("debug/demo-server"),
+        "run `cargo build -p gatehouse-example-servers`",
+    )
+}
+
+/// A built guest (see `.ci/build-guests`): `<name>.wasm` in
+/// `GATEHOUSE_GUESTS_DIR`, else in `wasm32-wasip2/guest` of the target
+/// directory.
+pub fn guest(name: &str) -> PathBuf {
+    let dir = std::env::var_os("GATEHOUSE_GUESTS_DIR")
+        .map_or_else(|| target().join("wasm32-wasip2/guest"), PathBuf::from);
+    existing(dir.join(format!("{name}.wasm")), "run .ci/build-guests")
+}

@@ -1,0 +1,337 @@
+//! Review cases as data: a request, its context and the outcome a module must
+//! produce. The guardian behaviour, the conformance kit and module authors'
+//! own suites are all written in this format (`host/conformance/suites/`).
+//!
+//! A case file is a JSON array of cases:
+//!
+//! ```json
+//! [{
+//!   "name": "read-only tool is approved",
+//!   "request": {"message": "Allow?", "requestedSchema": {"type": "object", "properties": {}},
+//!               "_meta": {"codex_request_type": "approval_request",
+//!                         "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}},
+//!   "context": {"server_name": "files", "request_id": 1},
+//!   "tools": {"tools": [{"name": "read_file", "inputSchema": {"type": "object"},
+//!                        "annotations": {"readOnlyHint": true}}]},
+//!   "config": {},
+//!   "expect": {"decision": "accept", "risk": "low"}
+//! }]
+//! ```
+//! `context` takes the fields of [`ReviewContext`]; `tools` is a `tools/list`
+//! result used for identity binding; `config` is the module config. In
+//! `expect`, every field but `decision` is optional: `message` is the exact
+//! `_meta.message` of the answer (`null` for none), `message_contains` and
+//! `rationale_contains` match substrings, `risk` the risk level, `content` the
+//! accept content, `failure` the failure code when `decision` is `"failure"`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use gatehouse_core::answer::MESSAGE_KEY;
+use gatehouse_core::chain::{Chain, ChainReport, Verdict};
+use gatehouse_core::context::{ReviewContext, ToolCatalog};
+use gatehouse_core::elicitation::ElicitationParams;
+use gatehouse_core::outcome::{Decision, RiskLevel};
+use gatehouse_core::request::ReviewRequest;
+
+/// The `expect.decision` that accepts any outcome but a failure: the
+/// contract suite's "the module answers this input" check.
+pub const ANY_DECISION: &str = "any";
+
+/// One case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// A short, unique name.
+    pub name: String,
+    /// What the case shows, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The `elicitation/create` params, as on the wire.
+    pub request: Value,
+    /// The review context.
+    #[serde(default)]
+    pub context: Option<Value>,
+    /// The server's `tools/list` result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Value>,
+    /// The module config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// What must come out.
+    pub expect: Expect,
+}
+
+/// The expected result of a case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// `accept`, `decline`, `cancel`, `defer`, `failure`, or `any` (any
+    /// outcome but a failure).
+    pub decision: String,
+    /// The exact `_meta.message` of the answer; `null` for none.
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub message: Option<Option<String>>,
+    /// A substring of `_meta.message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<String>,
+    /// A substring of the rationale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale_contains: Option<String>,
+    /// The risk level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<RiskLevel>,
+    /// The accept content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+    /// The failure code, with `decision = "failure"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// Tells a field set to `null` (`Some(None)`) from one left out (`None`).
+fn present_or_null<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(Some)
+}
+
+/// Why a case file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    /// The file or directory could not be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a JSON array of cases.
+    #[error("{}: not a list of cases: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with line and column.
+        source: serde_json::Error,
+    },
+    /// A case is malformed.
+    #[error("case `{case}`: {detail}")]
+    Invalid {
+        /// The case.
+        case: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// What running a case gave.
+#[derive(Debug, Clone)]
+pub struct CaseRun {
+    /// The chain's report.
+    pub report: ChainReport,
+    /// What came out, in the words of [`Expect::decision`].
+    pub got: String,
+    /// Every expectation that did not hold; empty when the case passed.
+    pub mismatches: Vec<String>,
+    /// Wall time of the review.
+    pub elapsed: Duration,
+}
+
+impl CaseRun {
+    /// Whether every expectation held.
+    pub fn passed(&self) -> bool {
+        self.mismatches.is_empty()
+    }
+}
+
+impl Case {
+    /// The request this case describes.
+    pub fn review_request(&self) -> Result<ReviewRequest, CaseError> {
+        let invalid = |detail: String| CaseError::Invalid {
+            case: self.name.clone(),
+            detail,
+        };
+        let params = ElicitationParams::from_wire(&self.request)
+            .map_err(|error| invalid(format!("request: {error}")))?;
+        let mut context: ReviewContext = match &self.context {
+            Some(context) => serde_json::from_value(context.clone())
+                .map_err(|error| invalid(format!("context: {error}")))?,
+            None => ReviewContext::default(),
+        };
+        if let Some(tools) = &self.tools {
+            let catalog = ToolCatalog::from_wire(tools)
+                .map_err(|error| invalid(format!("tools: {error}")))?;
+            let tool_name = params
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get("tool_name"))
+                .and_then(Value::as_str);
+            context.catalog = catalog.lookup(tool_name);
+        }
+        Ok(ReviewRequest::new(params, context))
+    }
+
+    /// The module config as JSON text.
+    pub fn config_json(&self) -> String {
+        self.config
+            .as_ref()
+            .map_or_else(|| "{}".to_owned(), Value::to_string)
+    }
+
+    /// Runs the case through `chain` (whose links' configs are replaced by
+    /// this case's config) and checks every expectation.
+    pub fn run(&self, chain: &Chain) -> Result<CaseRun, CaseError> {
+        let request = self.review_request()?;
+        let config = self.config_json();
+        let links = chain
+            .links()
+            .iter()
+            .cloned()
+            .map(|link| link.with_config(config.clone()))
+            .collect();
+        let started = std::time::Instant::now();
+        let report = Chain::new(links).review(&request);
+        let elapsed = started.elapsed();
+        let (got, mismatches) = self.expect.check(&report);
+        Ok(CaseRun {
+            report,
+            got,
+            mismatches,
+            elapsed,
+        })
+    }
+}
+
+impl Expect {
+    /// Compares a report with the expectation; returns what came out and the
+    /// mismatches.
+    pub fn check(&self, report: &ChainReport) -> (String, Vec<String>) {
+        let mut mismatches = Vec::new();
+        let answer = report.answer();
+        let message = answer
+            .as_ref()
+            .and_then(|answer| answer.meta.as_ref())
+            .and_then(|meta| meta.get(MESSAGE_KEY))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let (got, rationale, risk, content) = match &report.verdict {
+            Verdict::Decided { outcome, .. } => (
+                outcome.decision.name().to_owned(),
+                outcome.rationale.clone(),
+                outcome.risk,
+                match &outcome.decision {
+                    Decision::Accept { content } => content.clone(),
+                    _ => None,
+                },
+            ),
+            Verdict::Failed { failure, .. } => {
+                if let Some(code) = &self.failure
+                    && code != failure.code()
+                {
+                    mismatches.push(format!("failure: expected {code}, got {}", failure.code()));
+                }
+                (
+                    format!("failure ({})", failure.code()),
+                    Some(failure.to_string()),
+                    None,
+                    None,
+                )
+            }
+            Verdict::Deferred => (
+                "defer".to_owned(),
+                report
+                    .steps
+                    .last()
+                    .and_then(|step| step.result.as_ref().ok())
+                    .and_then(|outcome| outcome.rationale.clone()),
+                None,
+                None,
+            ),
+        };
+        let got_decision = got.split(' ').next().unwrap_or_default();
+        if self.decision == ANY_DECISION {
+            if matches!(report.verdict, Verdict::Failed { .. }) {
+                mismatches.push(format!("decision: expected any answer, got {got}"));
+            }
+        } else if got_decision != self.decision {
+            mismatches.push(format!("decision: expected {}, got {got}", self.decision));
+        }
+        if let Some(expected) = &self.message
+            && *expected != message
+        {
+            mismatches.push(format!("message: expected {expected:?}, got {message:?}"));
+        }
+        if let Some(part) = &self.message_contains
+            && !message
+                .as_deref()
+                .is_some_and(|message| message.contains(part.as_str()))
+        {
+            mismatches.push(format!(
+                "message: expected to contain {part:?}, got {message:?}"
+            ));
+        }
+        if let Some(part) = &self.rationale_contains
+            && !rationale
+                .as_deref()
+                .is_some_and(|text| text.contains(part.as_str()))
+        {
+            mismatches.push(format!(
+                "rationale: expected to contain {part:?}, got {rationale:?}"
+            ));
+        }
+        if let Some(expected) = self.risk
+            && Some(expected) != risk
+        {
+            mismatches.push(format!("risk: expected {expected:?}, got {risk:?}"));
+        }
+        if let Some(expected) = &self.content
+            && Some(expected) != content.as_ref()
+        {
+            mismatches.push(format!("content: expected {expected}, got {content:?}"));
+        }
+        (got, mismatches)
+    }
+}
+
+/// Reads one case file.
+pub fn load_file(path: &Path) -> Result<Vec<Case>, CaseError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CaseError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| CaseError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads every `*.json` case file in a directory, sorted by file name.
+/// Returns `(file, case)` pairs.
+pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Case)>, CaseError> {
+    let read_error = |source| CaseError::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_error)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    files.sort();
+    let mut cases = Vec::new();
+    for file in files {
+        for case in load_file(&file)? {
+            cases.push((file.clone(), case));
+        }
+    }
+    Ok(cases)
+}

@@ -1,0 +1,187 @@
+//! The `[review]` section of `gatehouse.toml`: the reviewer chain, its
+//! limits and each module's configuration, as plain serde types.
+//!
+//! The core reads no files and knows no TOML: a host deserializes this section
+//! from whatever format it uses (the `gatehouse` binary reads it from
+//! `gatehouse.toml`; an embedder may use JSON).
+//!
+//! ```toml
+//! [review]
+//! on_failure = "decline"          # or "defer"
+//!
+//! [review.limits]
+//! deadline_ms = 50
+//! memory_bytes = 16777216
+//!
+//! [[review.modules]]
+//! path = "allowlist.wasm"         # relative to the config file
+//! config = { rules = [{ server = "docs", decision = "accept" }] }
+//!
+//! [[review.modules]]
+//! path = "guardian.wasm"
+//! sha256 = "…"                    # optional pin
+//! config = { deny = [{ tool = "delete_*" }] }
+//! ```
+//!
+//! ```
+//! use gatehouse_core::config::ReviewConfig;
+//!
+//! let review: ReviewConfig = serde_json::from_value(serde_json::json!({
+//!     "limits": {"deadline_ms": 20},
+//!     "modules": [{"path": "guardian.wasm", "config": {"deny": [{"tool": "delete_*"}]}}]
+//! }))?;
+//! assert_eq!(review.limits.to_limits().deadline(), std::time::Duration::from_millis(20));
+//! assert_eq!(review.modules[0].config_json(), r#"{"deny":[{"tool":"delete_*"}]}"#);
+//! # Ok::<(), serde_json::Error>(())
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::chain::OnFailure;
+use crate::sandbox::Limits;
+
+/// The `[review]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewConfig {
+    /// What a module failure means, unless a module says otherwise.
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    /// The limits every review runs under.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// The chain, in order.
+    #[serde(default)]
+    pub modules: Vec<ModuleConfig>,
+    /// Run the conformance `contract` suite on every module before it is
+    /// used (at start-up and on every reload). Default true.
+    #[serde(default = "yes")]
+    pub verify_contract: bool,
+    /// Where compiled modules are cached, relative to this file (default
+    /// `.gatehouse/compiled`).
+    #[serde(default)]
+    pub compile_cache: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        ReviewConfig {
+            on_failure: OnFailure::default(),
+            limits: LimitsConfig::default(),
+            modules: Vec::new(),
+            verify_contract: true,
+            compile_cache: None,
+        }
+    }
+}
+
+/// `[review.limits]`; every field is optional and defaults as in [`Limits`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Deadline per review, in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Linear memory cap per review, in bytes.
+    pub memory_bytes: Option<usize>,
+    /// Table element cap.
+    pub table_elements: Option<usize>,
+    /// Cap on the text an outcome carries, in bytes.
+    pub output_bytes: Option<usize>,
+    /// Wasm stack cap, in bytes.
+    pub wasm_stack_bytes: Option<usize>,
+    /// Log entries kept per review.
+    pub log_entries: Option<usize>,
+    /// Log text kept per review, in bytes.
+    pub log_bytes: Option<usize>,
+    /// Reviews in flight at once (sizes the instance pool).
+    pub concurrent_reviews: Option<u32>,
+}
+
+impl LimitsConfig {
+    /// The limits, defaults filled in.
+    pub fn to_limits(&self) -> Limits {
+        let mut builder = Limits::builder();
+        if let Some(ms) = self.deadline_ms {
+            builder = builder.deadline(Duration::from_millis(ms));
+        }
+        if let Some(bytes) = self.memory_bytes {
+            builder = builder.memory_bytes(bytes);
+        }
+        if let Some(elements) = self.table_elements {
+            builder = builder.table_elements(elements);
+        }
+        if let Some(bytes) = self.output_bytes {
+            builder = builder.output_bytes(bytes);
+        }
+        if let Some(bytes) = self.wasm_stack_bytes {
+            builder = builder.wasm_stack_bytes(bytes);
+        }
+        if let Some(entries) = self.log_entries {
+            builder = builder.log_entries(entries);
+        }
+        if let Some(bytes) = self.log_bytes {
+            builder = builder.log_bytes(bytes);
+        }
+        if let Some(reviews) = self.concurrent_reviews {
+            builder = builder.concurrent_reviews(reviews);
+        }
+        builder.build()
+    }
+}
+
+/// One `[[review.modules]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleConfig {
+    /// The component file, relative to the config file.
+    pub path: PathBuf,
+    /// The name in logs and audit lines (default: the file stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A pinned sha256 (hex); a module whose digest differs is refused.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// What this module's failure means (default: the section's).
+    #[serde(default)]
+    pub on_failure: Option<OnFailure>,
+    /// The module's configuration, handed to it as JSON.
+    #[serde(default)]
+    pub config: Option<serde_json::Value>,
+}
+
+impl ModuleConfig {
+    /// The module configuration as JSON text (`{}` when none is set).
+    pub fn config_json(&self) -> String {
+        self.config
+            .as_ref()
+            .map_or_else(|| "{}".to_owned(), serde_json::Value::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_fill_in_defaults() {
+        let limits: LimitsConfig = serde_json::from_str(r#"{"deadline_ms": 20}"#).expect("parses");
+        let limits = limits.to_limits();
+        assert_eq!(limits.deadline(), Duration::from_millis(20));
+        assert_eq!(limits.memory_bytes(), Limits::default().memory_bytes());
+    }
+
+    #[test]
+    fn unknown_review_keys_are_refused_by_name() {
+        let error = serde_json::from_str::<ReviewConfig>(r#"{"modlues": []}"#)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains("modlues"), "{error}");
+    }
+}

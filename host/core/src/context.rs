@@ -1,0 +1,281 @@
+//! What the host knows about an elicitation beyond what the server sent: the
+//! server, the approval settings in force, and the tool catalog used for
+//! identity binding.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::elicitation::{RequestId, json_kind};
+
+/// The flags of the `granular` approval policy. Each defaults to `true`
+/// (the category may be put to a reviewer or the person).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GranularPolicy {
+    /// Sandbox escalations may be asked for.
+    pub sandbox_approval: bool,
+    /// Exec-policy rule prompts may be asked for.
+    pub rules: bool,
+    /// Skill approvals may be asked for.
+    pub skill_approval: bool,
+    /// Permission requests may be asked for.
+    pub request_permissions: bool,
+    /// MCP elicitations may be asked for; `false` declines them all.
+    pub mcp_elicitations: bool,
+}
+
+impl Default for GranularPolicy {
+    fn default() -> Self {
+        GranularPolicy {
+            sandbox_approval: true,
+            rules: true,
+            skill_approval: true,
+            request_permissions: true,
+            mcp_elicitations: true,
+        }
+    }
+}
+
+/// When the agent asks for approval, as Codex's `approval_policy`.
+///
+/// In TOML: `approval_policy = "on-request"`, or
+/// `approval_policy = { granular = { mcp_elicitations = false } }`.
+///
+/// ```
+/// use gatehouse_core::context::ApprovalPolicy;
+/// let policy: ApprovalPolicy = serde_json::from_str(r#""on-request""#).unwrap();
+/// assert_eq!(policy, ApprovalPolicy::OnRequest);
+/// let policy: ApprovalPolicy =
+///     serde_json::from_str(r#"{"granular": {"mcp_elicitations": false}}"#).unwrap();
+/// assert!(matches!(policy, ApprovalPolicy::Granular(flags) if !flags.mcp_elicitations));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalPolicy {
+    /// Ask for everything not known to be safe.
+    Untrusted,
+    /// The model decides when to ask (the default).
+    #[default]
+    OnRequest,
+    /// Ask per category.
+    Granular(GranularPolicy),
+    /// Never ask.
+    Never,
+}
+
+/// Who answers approval requests, as Codex's `approvals_reviewer`.
+///
+/// gatehouse defaults to `auto_review`: it exists to review. `user` sends
+/// everything to the person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalsReviewer {
+    /// The person.
+    User,
+    /// The automated reviewer (the chain of modules).
+    #[default]
+    #[serde(alias = "auto-review", alias = "guardian_subagent")]
+    AutoReview,
+}
+
+/// A server's hints about a tool (MCP `ToolAnnotations`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    /// The tool does not modify its environment.
+    pub read_only_hint: Option<bool>,
+    /// The tool may perform destructive updates.
+    pub destructive_hint: Option<bool>,
+    /// Repeating the call has no further effect.
+    pub idempotent_hint: Option<bool>,
+    /// The tool reaches an open world of external entities.
+    pub open_world_hint: Option<bool>,
+}
+
+/// A tool as its server lists it in `tools/list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogTool {
+    /// The tool's name.
+    pub name: String,
+    /// The display title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The annotations.
+    #[serde(default)]
+    pub annotations: ToolAnnotations,
+    /// The tool's `_meta` (connector identity lives here).
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<Map<String, Value>>,
+}
+
+/// What the catalog says about the tool an elicitation names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum CatalogEntry {
+    /// No catalog, or the elicitation names no tool.
+    #[default]
+    Unavailable,
+    /// The catalog lists no tool by that name.
+    NotListed,
+    /// The catalog entry.
+    Listed(CatalogTool),
+}
+
+/// Why a `tools/list` result could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The result is not an object with a `tools` array.
+    #[error("a tools/list result must be an object with a `tools` array, not {0}")]
+    Shape(&'static str),
+    /// A tool entry is malformed.
+    #[error("tools[{index}] is not a valid tool: {error}")]
+    Tool {
+        /// Its position.
+        index: usize,
+        /// What is wrong.
+        error: serde_json::Error,
+    },
+}
+
+/// A server's tool catalog, by tool name.
+///
+/// ```
+/// use gatehouse_core::context::{CatalogEntry, ToolCatalog};
+/// let listed = serde_json::json!({"tools": [
+///     {"name": "delete_repo", "inputSchema": {"type": "object"},
+///      "annotations": {"destructiveHint": true}}
+/// ]});
+/// let catalog = ToolCatalog::from_wire(&listed).unwrap();
+/// assert!(matches!(catalog.lookup(Some(" delete_repo ")), CatalogEntry::Listed(_)));
+/// assert_eq!(catalog.lookup(Some("other")), CatalogEntry::NotListed);
+/// assert_eq!(catalog.lookup(None), CatalogEntry::Unavailable);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCatalog {
+    tools: HashMap<String, CatalogTool>,
+}
+
+impl ToolCatalog {
+    /// Reads a `tools/list` result as on the wire.
+    pub fn from_wire(result: &Value) -> Result<ToolCatalog, CatalogError> {
+        let tools = result
+            .get("tools")
+            .and_then(Value::as_array)
+            .ok_or(CatalogError::Shape(json_kind(result)))?;
+        let mut catalog = ToolCatalog::default();
+        for (index, tool) in tools.iter().enumerate() {
+            let tool: CatalogTool = serde_json::from_value(tool.clone())
+                .map_err(|error| CatalogError::Tool { index, error })?;
+            catalog.insert(tool);
+        }
+        Ok(catalog)
+    }
+
+    /// Adds or replaces a tool.
+    pub fn insert(&mut self, tool: CatalogTool) {
+        self.tools.insert(tool.name.clone(), tool);
+    }
+
+    /// The entry for `tool_name` (trimmed); `Unavailable` when there is none.
+    pub fn lookup(&self, tool_name: Option<&str>) -> CatalogEntry {
+        match tool_name.map(str::trim).filter(|name| !name.is_empty()) {
+            None => CatalogEntry::Unavailable,
+            Some(name) => match self.tools.get(name) {
+                Some(tool) => CatalogEntry::Listed(tool.clone()),
+                None => CatalogEntry::NotListed,
+            },
+        }
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether the catalog is empty.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+/// The MCP protocol version assumed when none is given.
+pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// The host's side of a review: who asks, and the settings in force.
+///
+/// ```
+/// use gatehouse_core::context::{ApprovalPolicy, ReviewContext};
+/// use gatehouse_core::elicitation::RequestId;
+/// let context = ReviewContext::new("github", RequestId::Number(4))
+///     .with_approval_policy(ApprovalPolicy::Never);
+/// assert_eq!(context.server_name, "github");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReviewContext {
+    /// The server's configured name.
+    pub server_name: String,
+    /// The id of the server's request.
+    pub request_id: RequestId,
+    /// The negotiated MCP protocol version.
+    pub protocol_version: String,
+    /// The approval policy.
+    pub approval_policy: ApprovalPolicy,
+    /// Who answers approvals.
+    pub approvals_reviewer: ApprovalsReviewer,
+    /// Whether the server's permission profile auto-approves prompts.
+    pub auto_approve_prompts: bool,
+    /// The agent session.
+    pub session_id: Option<String>,
+    /// The agent turn.
+    pub turn_id: Option<String>,
+    /// The catalog entry for the named tool (filled by the host from its
+    /// catalog, never read from a context file).
+    #[serde(skip)]
+    pub catalog: CatalogEntry,
+}
+
+impl Default for ReviewContext {
+    fn default() -> Self {
+        ReviewContext::new("server", RequestId::Number(0))
+    }
+}
+
+impl ReviewContext {
+    /// A context with the default settings: `on-request`, `auto_review`.
+    pub fn new(server_name: impl Into<String>, request_id: RequestId) -> Self {
+        ReviewContext {
+            server_name: server_name.into(),
+            request_id,
+            protocol_version: DEFAULT_PROTOCOL_VERSION.to_owned(),
+            approval_policy: ApprovalPolicy::default(),
+            approvals_reviewer: ApprovalsReviewer::default(),
+            auto_approve_prompts: false,
+            session_id: None,
+            turn_id: None,
+            catalog: CatalogEntry::Unavailable,
+        }
+    }
+
+    /// Sets the approval policy.
+    pub fn with_approval_policy(mut self, policy: ApprovalPolicy) -> Self {
+        self.approval_policy = policy;
+        self
+    }
+
+    /// Sets who answers approvals.
+    pub fn with_approvals_reviewer(mut self, reviewer: ApprovalsReviewer) -> Self {
+        self.approvals_reviewer = reviewer;
+        self
+    }
+
+    /// Sets the catalog entry.
+    pub fn with_catalog(mut self, catalog: CatalogEntry) -> Self {
+        self.catalog = catalog;
+        self
+    }
+}

@@ -1,0 +1,160 @@
+//! Per-review limits and the pool they size.
+
+use std::time::Duration;
+
+/// The bounds every review runs under. Build with [`Limits::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use gatehouse_core::sandbox::Limits;
+/// let limits = Limits::builder()
+///     .deadline(Duration::from_millis(20))
+///     .memory_bytes(8 << 20)
+///     .build();
+/// assert_eq!(limits.deadline(), Duration::from_millis(20));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    deadline: Duration,
+    memory_bytes: usize,
+    table_elements: usize,
+    output_bytes: usize,
+    wasm_stack_bytes: usize,
+    log_entries: usize,
+    log_bytes: usize,
+    stderr_bytes: usize,
+    concurrent_reviews: u32,
+    epoch_tick: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            deadline: Duration::from_millis(50),
+            memory_bytes: 16 << 20,
+            table_elements: 10_000,
+            output_bytes: 64 << 10,
+            wasm_stack_bytes: 512 << 10,
+            log_entries: 64,
+            log_bytes: 16 << 10,
+            stderr_bytes: 4 << 10,
+            concurrent_reviews: 64,
+            epoch_tick: Duration::from_millis(1),
+        }
+    }
+}
+
+impl Limits {
+    /// A builder starting from the defaults: 50 ms deadline, 16 MiB memory,
+    /// 10,000 table elements, 64 KiB output, 512 KiB wasm stack, 64 log
+    /// entries and 16 KiB of log text per review, 4 KiB of captured stderr, 64
+    /// reviews in flight, 1 ms between interruptions of an overdue review.
+    pub fn builder() -> LimitsBuilder {
+        LimitsBuilder(Limits::default())
+    }
+
+    /// How long one review may run.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+    /// The most linear memory one review may use.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory_bytes
+    }
+    /// The most elements a table may hold.
+    pub fn table_elements(&self) -> usize {
+        self.table_elements
+    }
+    /// The most bytes of text an outcome may carry.
+    pub fn output_bytes(&self) -> usize {
+        self.output_bytes
+    }
+    /// The wasm stack cap.
+    pub fn wasm_stack_bytes(&self) -> usize {
+        self.wasm_stack_bytes
+    }
+    /// The most log entries kept per review.
+    pub fn log_entries(&self) -> usize {
+        self.log_entries
+    }
+    /// The most bytes of log text kept per review.
+    pub fn log_bytes(&self) -> usize {
+        self.log_bytes
+    }
+    /// The most bytes of guest stderr kept per review.
+    pub fn stderr_bytes(&self) -> usize {
+        self.stderr_bytes
+    }
+    /// How many reviews may run at once (sizes the instance pool).
+    pub fn concurrent_reviews(&self) -> u32 {
+        self.concurrent_reviews
+    }
+    /// How long after interrupting a review past its deadline the deadline
+    /// thread interrupts again if it is still running (inside a host call,
+    /// say). A review is interrupted when its deadline passes, not on a tick.
+    pub fn epoch_tick(&self) -> Duration {
+        self.epoch_tick
+    }
+}
+
+/// Builds [`Limits`].
+#[derive(Debug, Clone)]
+pub struct LimitsBuilder(Limits);
+
+impl LimitsBuilder {
+    /// How long one review may run.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.0.deadline = deadline;
+        self
+    }
+    /// The most linear memory one review may use.
+    pub fn memory_bytes(mut self, bytes: usize) -> Self {
+        self.0.memory_bytes = bytes;
+        self
+    }
+    /// The most elements a table may hold.
+    pub fn table_elements(mut self, elements: usize) -> Self {
+        self.0.table_elements = elements;
+        self
+    }
+    /// The most bytes of text an outcome may carry.
+    pub fn output_bytes(mut self, bytes: usize) -> Self {
+        self.0.output_bytes = bytes;
+        self
+    }
+    /// The wasm stack cap.
+    pub fn wasm_stack_bytes(mut self, bytes: usize) -> Self {
+        self.0.wasm_stack_bytes = bytes;
+        self
+    }
+    /// The most log entries kept per review.
+    pub fn log_entries(mut self, entries: usize) -> Self {
+        self.0.log_entries = entries;
+        self
+    }
+    /// The most bytes of log text kept per review.
+    pub fn log_bytes(mut self, bytes: usize) -> Self {
+        self.0.log_bytes = bytes;
+        self
+    }
+    /// The most bytes of guest stderr kept per review.
+    pub fn stderr_bytes(mut self, bytes: usize) -> Self {
+        self.0.stderr_bytes = bytes;
+        self
+    }
+    /// How many reviews may run at once (at least 1).
+    pub fn concurrent_reviews(mut self, reviews: u32) -> Self {
+        self.0.concurrent_reviews = reviews.max(1);
+        self
+    }
+    /// The interval between interruptions of an overdue review (at least
+    /// 100 µs).
+    pub fn epoch_tick(mut self, tick: Duration) -> Self {
+        self.0.epoch_tick = tick.max(Duration::from_micros(100));
+        self
+    }
+    /// The limits.
+    pub fn build(self) -> Limits {
+        self.0
+    }
+}

@@ -1,0 +1,248 @@
+//! The sandbox: one wasmtime engine with a pooling allocator and a deadline
+//! thread that advances its epoch, a linker that offers guests only the
+//! `logging` import and a closed WASI, and [`ReviewerModule`]s that review in
+//! a fresh instance each time.
+//!
+//! ```no_run
+//! use gatehouse_core::sandbox::{Limits, Sandbox};
+//! let sandbox = Sandbox::new(Limits::default())?;
+//! let module = sandbox.load_file("guardian.wasm", None)?;
+//! println!("{} {}", module.name(), module.digest());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod blocking;
+mod cache;
+mod limits;
+mod load;
+mod module;
+mod state;
+mod ticker;
+pub(crate) mod wasi;
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+pub use limits::{Limits, LimitsBuilder};
+pub use load::LoadError;
+pub(crate) use load::sha256_hex;
+pub use module::{ModuleInfo, ModuleReport, ReviewerModule};
+pub use state::{GuestLog, ReviewLogs};
+pub use wasi::WasiPolicy;
+
+use crate::contract;
+use state::ReviewState;
+use ticker::{EpochTicker, InFlight};
+
+/// Per-component pool maxima: what a Rust `wasm32-wasip2` component needs,
+/// with room to spare. A module that needs more is refused at load time.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+const MEMORIES_PER_COMPONENT: u32 = 2;
+const TABLES_PER_COMPONENT: u32 = 8;
+
+/// Where the kernel reports which pages an instance wrote (`PAGEMAP_SCAN`,
+/// Linux 6.7+), up to this many bytes of a linear memory's written pages are
+/// put back in place when its instance is freed (copied from the module's
+/// image, or zeroed) and stay mapped; written pages beyond it are decommitted
+/// as usual. Either way the next instance starts from the module's initial
+/// memory. Without the scan, memories are decommitted whole, as by default.
+/// This is also the most a freed pool slot keeps resident.
+const MEMORY_KEEP_RESIDENT: usize = 1 << 20;
+
+/// Up to this many bytes of a table are zeroed in place when its instance is
+/// freed, rather than decommitted and faulted back in by the next instance.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+/// Why the sandbox could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// wasmtime refused the engine configuration.
+    #[error("cannot create the wasmtime engine: {0}")]
+    Engine(String),
+    /// The host imports could not be linked.
+    #[error("cannot link the host imports: {0}")]
+    Link(String),
+    /// The deadline thread could not be started.
+    #[error("cannot start the deadline ticker thread: {0}")]
+    Ticker(std::io::Error),
+}
+
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<ReviewState>,
+    pub(crate) limits: Limits,
+    pub(crate) wasi: WasiPolicy,
+    pub(crate) compile_cache: Option<cache::CompileCache>,
+    pub(crate) in_flight: Arc<InFlight>,
+    _ticker: EpochTicker,
+}
+
+/// The engine every module runs in. Cheap to clone; clones share the engine,
+/// the pool and the ticker, which stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Sandbox {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("limits", &self.shared.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandbox {
+    /// Creates the engine, the instance pool sized by `limits`, the linker and
+    /// the deadline ticker, with WASI [closed](WasiPolicy::Closed).
+    pub fn new(limits: Limits) -> Result<Sandbox, SandboxError> {
+        Sandbox::with_wasi(limits, WasiPolicy::Closed)
+    }
+
+    /// Like [`Sandbox::new`], with the given WASI policy.
+    pub fn with_wasi(limits: Limits, wasi: WasiPolicy) -> Result<Sandbox, SandboxError> {
+        Sandbox::build(limits, wasi, None)
+    }
+
+    /// Like [`Sandbox::new`], keeping compiled modules in `dir` so that
+    /// restarts and swaps back skip compilation. `dir` is created 0700 if
+    /// missing; artifacts are written 0600, never through a symbolic link,
+    /// each with an HMAC under a random key kept beside the directory
+    /// (`<dir>.key`, 0600), over the artifact, the module's sha256 and the
+    /// engine's compatibility hash. Only an artifact whose HMAC verifies is
+    /// ever loaded; any other is discarded and compiled again.
+    ///
+    /// The directory is a private directory ([`crate::private_fs`]): one of
+    /// this user's that group or others may use is made 0700; a symbolic
+    /// link or another user's directory (or a key file that is not this
+    /// user's alone) is refused with a warning that says how to fix it, and
+    /// modules are then compiled in memory: [`Sandbox::compile_cache_dir`] is
+    /// `None`.
+    pub fn with_compile_cache(
+        limits: Limits,
+        dir: impl Into<std::path::PathBuf>,
+    ) -> Result<Sandbox, SandboxError> {
+        Sandbox::build(limits, WasiPolicy::Closed, Some(dir.into()))
+    }
+
+    fn build(
+        limits: Limits,
+        wasi: WasiPolicy,
+        compile_cache: Option<std::path::PathBuf>,
+    ) -> Result<Sandbox, SandboxError> {
+        let mut pool = PoolingAllocationConfig::new();
+        let reviews = limits.concurrent_reviews();
+        pool.total_component_instances(reviews)
+            .total_core_instances(reviews.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+            .total_memories(reviews.saturating_mul(MEMORIES_PER_COMPONENT))
+            .total_tables(reviews.saturating_mul(TABLES_PER_COMPONENT))
+            .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(TABLES_PER_COMPONENT)
+            .max_memory_size(limits.memory_bytes())
+            .table_elements(limits.table_elements());
+        // Freeing an instance resets its memory and tables for the next one.
+        // Resetting the pages a review wrote in place, rather than with
+        // madvise, saves the syscall, the TLB shootdown it costs a threaded
+        // process, and the page faults of the next instance.
+        if PoolingAllocationConfig::is_pagemap_scan_available() {
+            pool.pagemap_scan(Enabled::Yes)
+                .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT.min(limits.memory_bytes()));
+        }
+        pool.table_keep_resident(TABLE_KEEP_RESIDENT);
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(limits.wasm_stack_bytes())
+            .memory_init_cow(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine =
+            Engine::new(&config).map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasi::add_to_linker(&mut linker, wasi)
+            .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
+        contract::Reviewer::add_to_linker::<_, HasSelf<ReviewState>>(&mut linker, |state| state)
+            .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
+        let compile_cache = compile_cache.and_then(|dir| {
+            cache::CompileCache::open(dir)
+                .inspect_err(|error| {
+                    tracing::warn!("{error}; compiling modules in memory instead");
+                })
+                .ok()
+        });
+        let in_flight = Arc::new(InFlight::default());
+        let ticker = EpochTicker::start(
+            engine.clone(),
+            in_flight.clone(),
+            limits.deadline(),
+            limits.epoch_tick(),
+        )
+        .map_err(SandboxError::Ticker)?;
+        Ok(Sandbox {
+            shared: Arc::new(Shared {
+                engine,
+                linker,
+                limits,
+                wasi,
+                compile_cache,
+                in_flight,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The limits every review runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    /// The WASI policy guests are linked against.
+    pub fn wasi_policy(&self) -> WasiPolicy {
+        self.shared.wasi
+    }
+
+    /// The directory compiled modules are cached in, or `None` when they are
+    /// compiled in memory (no cache asked for, or the directory refused).
+    pub fn compile_cache_dir(&self) -> Option<&std::path::Path> {
+        self.shared.compile_cache.as_ref().map(|cache| cache.dir())
+    }
+
+    /// The engine (for inspection and precompilation).
+    pub fn engine(&self) -> &Engine {
+        &self.shared.engine
+    }
+
+    /// Loads, validates and pre-instantiates a module from a file. With
+    /// `pinned_sha256`, a module whose digest differs is refused.
+    pub fn load_file(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        pinned_sha256: Option<&str>,
+    ) -> Result<ReviewerModule, LoadError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let name = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "module".to_owned());
+        self.load_bytes(&name, &path.display().to_string(), &bytes, pinned_sha256)
+    }
+
+    /// Loads a module from bytes. `name` names it in logs and reports,
+    /// `source` says where it came from (a path, say) in errors.
+    pub fn load_bytes(
+        &self,
+        name: &str,
+        source: &str,
+        bytes: &[u8],
+        pinned_sha256: Option<&str>,
+    ) -> Result<ReviewerModule, LoadError> {
+        load::load(self.shared.clone(), name, source, bytes, pinned_sha256)
+    }
+}

@@ -1,0 +1,294 @@
+//! The gateway: gatehouse as an MCP server in front of the MCP runtime. It
+//! lists the aggregated tools under qualified names and forwards
+//! `tools/call` to the right server; forwards resources and prompts
+//! ([`forward`]); tells the upstream client when the catalog changes; and
+//! puts what the chain defers in front of the person ([`upstream`]).
+
+mod forward;
+pub mod http;
+mod upstream;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{RoleServer, ServerHandler};
+
+pub use forward::Forwarder;
+pub use upstream::{
+    DEFAULT_MAX_PENDING_PER_SESSION, REMEMBERED_URL_ELICITATIONS, SERVER_META_KEY, Upstream,
+    forwarded_params,
+};
+
+use crate::calls::{CallKind, Calls, SessionId, UpstreamCall};
+use crate::runtime::{McpRuntime, RuntimeError};
+
+/// How many requests one upstream session may have in flight at once by
+/// default.
+pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 256;
+
+/// The MCP server gatehouse presents upstream: one value per upstream
+/// session ([`Gateway::for_new_session`]), sharing the runtime, the people
+/// and the registry of requests in flight.
+#[derive(Clone)]
+pub struct Gateway {
+    runtime: McpRuntime,
+    upstream: Arc<Upstream>,
+    forwarder: Forwarder,
+    calls: Arc<Calls>,
+    session: SessionId,
+    max_calls_per_session: usize,
+}
+
+impl Gateway {
+    /// A gateway over `runtime` for one upstream session. `upstream` must
+    /// be the router's [`Person`](crate::router::Person) and `calls` the
+    /// router's registry ([`Router::set_calls`](crate::router::Router::set_calls)),
+    /// so that an elicitation goes to the session whose request made the
+    /// server ask.
+    pub fn new(runtime: McpRuntime, upstream: Arc<Upstream>, calls: Arc<Calls>) -> Self {
+        Gateway {
+            runtime,
+            upstream,
+            forwarder: Forwarder::default(),
+            calls,
+            session: SessionId::next(),
+            max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
+        }
+    }
+
+    /// The same gateway with at most `limit` requests in flight per
+    /// session; more are refused with a JSON-RPC error.
+    pub fn with_max_calls_per_session(mut self, limit: usize) -> Self {
+        self.max_calls_per_session = limit.max(1);
+        self
+    }
+
+    /// The gateway for another upstream session (each HTTP session gets
+    /// one): the same runtime, people and registry, its own session id.
+    pub fn for_new_session(&self) -> Gateway {
+        Gateway {
+            session: SessionId::next(),
+            ..self.clone()
+        }
+    }
+
+    /// This gateway's upstream session.
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// Records a request of this session as in flight on `server`, or
+    /// refuses it when the session already has its limit in flight.
+    fn begin_call(&self, call: UpstreamCall) -> Result<crate::calls::CallGuard, ErrorData> {
+        self.calls
+            .begin_limited(call, self.max_calls_per_session)
+            .map_err(|limit| {
+                ErrorData::new(
+                    rmcp::model::ErrorCode(-32000),
+                    format!(
+                        "too many requests in flight for this session (max_calls_per_session = {limit}); retry when one finishes"
+                    ),
+                    None,
+                )
+            })
+    }
+
+    async fn refreshed(&self) -> Arc<crate::runtime::Snapshot> {
+        if let Err(error) = self.runtime.refresh_if_dirty().await {
+            tracing::warn!(
+                "refresh failed; serving the last catalog: {}",
+                gatehouse_core::escape::Escaped(&error.to_string())
+            );
+        }
+        self.runtime.snapshot()
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        .with_server_info(Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")))
+    }
+
+    /// Elicitations go upstream as server-to-client requests, which need a
+    /// protocol version with the `initialize` handshake.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.upstream.connect(self.session, context.peer.clone());
+        let mut changes = self.runtime.catalog_changes();
+        changes.borrow_and_update();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .refreshed()
+            .await
+            .tools()
+            .iter()
+            .map(|entry| {
+                let mut tool = entry.tool.clone();
+                tool.name = entry.qualified.clone().into();
+                tool
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let snapshot = self.refreshed().await;
+        let Some(entry) = snapshot.tool(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no tool named `{}`", request.name),
+                None,
+            ));
+        };
+        let arguments = request.arguments.clone().map(serde_json::Value::Object);
+        let _call = self.begin_call(
+            UpstreamCall::new(
+                self.session,
+                CallKind::ToolCall,
+                entry.server.clone(),
+                request.name.clone(),
+                entry.tool.name.to_string(),
+            )
+            .with_arguments(arguments)
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+        )?;
+        match self
+            .runtime
+            .call_tool_in(&snapshot, &request.name, request.arguments)
+            .await
+        {
+            Ok(result) => Ok(result.into()),
+            Err(RuntimeError::UnknownTool(name)) => Err(ErrorData::invalid_params(
+                format!("no tool named `{name}`"),
+                None,
+            )),
+            Err(error) => {
+                Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into())
+            }
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let snapshot = self.refreshed().await;
+        Ok(ListResourcesResult::with_all_items(
+            self.forwarder.list_resources(&snapshot).await,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let snapshot = self.refreshed().await;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.forwarder.list_resource_templates(&snapshot).await,
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let snapshot = self.refreshed().await;
+        let target = self
+            .forwarder
+            .resource_target(&snapshot, &request.uri)
+            .await?;
+        let _call = self.begin_call(
+            UpstreamCall::new(
+                self.session,
+                CallKind::ResourceRead,
+                target.server.clone(),
+                request.uri.clone(),
+                target.uri.clone(),
+            )
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+        )?;
+        self.forwarder
+            .read_target(&snapshot, &request.uri, &target)
+            .await
+            .map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let snapshot = self.refreshed().await;
+        Ok(ListPromptsResult::with_all_items(
+            self.forwarder.list_prompts(&snapshot).await,
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let snapshot = self.refreshed().await;
+        let (server, name) = self
+            .forwarder
+            .prompt_server(&snapshot, &request.name)
+            .await?;
+        let _call = self.begin_call(
+            UpstreamCall::new(
+                self.session,
+                CallKind::PromptGet,
+                server.clone(),
+                request.name.clone(),
+                name.clone(),
+            )
+            .with_arguments(request.arguments.clone().map(serde_json::Value::Object))
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+        )?;
+        self.forwarder
+            .get_prompt_from(&snapshot, &request.name, &server, &name, request.arguments)
+            .await
+            .map(Into::into)
+    }
+}

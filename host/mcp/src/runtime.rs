@@ -1,0 +1,421 @@
+//! The MCP runtime: the servers that should run, connected, with their tools
+//! under qualified names, published as one immutable [`Snapshot`] that is
+//! replaced atomically.
+//!
+//! A refresh is single-flight and coalescing ([`RefreshState`]): build the
+//! desired server set, reuse every connection whose configuration did not
+//! change (unless a hard refresh asked for a reconnect), connect the rest
+//! concurrently, list tools where they are new or stale, publish. A changed
+//! credential in the environment (bearer token, header or passed-through
+//! variable) makes the runtime dirty and reconnects that server; so does a
+//! connection that closed (the server exited or hung up). Holders of an old
+//! snapshot keep its connections until they drop it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use arc_swap::ArcSwap;
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolResult, JsonObject, Tool};
+use tokio::sync::watch;
+
+use crate::connection::{ConnectError, Connection, ConnectionHooks, ElicitationHandler};
+use crate::naming::qualified_names;
+use crate::refresh::RefreshState;
+use crate::server_config::ServerConfig;
+use gatehouse_core::context::{CatalogTool, ToolAnnotations, ToolCatalog};
+use gatehouse_core::escape::Escaped;
+
+/// Where the desired server set comes from (the config file and discovery).
+pub trait DesiredServers: Send + Sync + 'static {
+    /// The servers that should run now.
+    fn desired(&self) -> BoxFuture<'_, Result<Vec<ServerConfig>, RuntimeError>>;
+}
+
+/// A fixed server list.
+impl DesiredServers for Vec<ServerConfig> {
+    fn desired(&self) -> BoxFuture<'_, Result<Vec<ServerConfig>, RuntimeError>> {
+        Box::pin(async move { Ok(self.clone()) })
+    }
+}
+
+/// Why the runtime could not refresh or serve a call.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The desired server set could not be built (bad config, say).
+    #[error("{0}")]
+    Desired(String),
+    /// A server marked `required` failed to start.
+    #[error("required {0}")]
+    RequiredServerFailed(ConnectError),
+    /// No tool by that qualified name.
+    #[error("no tool named `{0}`")]
+    UnknownTool(String),
+    /// The call failed.
+    #[error(transparent)]
+    Call(ConnectError),
+}
+
+/// One tool in the catalog.
+#[derive(Debug, Clone)]
+pub struct CatalogEntry {
+    /// The qualified name (`server__tool`).
+    pub qualified: String,
+    /// The server.
+    pub server: String,
+    /// The tool as the server lists it.
+    pub tool: Tool,
+}
+
+/// An immutable view of the runtime.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Increases with every published refresh.
+    pub generation: u64,
+    connections: BTreeMap<String, Arc<Connection>>,
+    tools: Vec<CatalogEntry>,
+    by_name: HashMap<String, usize>,
+    failures: BTreeMap<String, String>,
+}
+
+impl Snapshot {
+    /// The live connections, by server name.
+    pub fn connections(&self) -> &BTreeMap<String, Arc<Connection>> {
+        &self.connections
+    }
+
+    /// A server's connection.
+    pub fn connection(&self, server: &str) -> Option<&Arc<Connection>> {
+        self.connections.get(server)
+    }
+
+    /// Every tool, in server then listing order.
+    pub fn tools(&self) -> &[CatalogEntry] {
+        &self.tools
+    }
+
+    /// A tool by qualified name.
+    pub fn tool(&self, qualified: &str) -> Option<&CatalogEntry> {
+        self.by_name
+            .get(qualified)
+            .and_then(|index| self.tools.get(*index))
+    }
+
+    /// Optional servers that failed to start or list, with why.
+    pub fn failures(&self) -> &BTreeMap<String, String> {
+        &self.failures
+    }
+
+    /// A server's tools as the reviewer's identity-binding catalog, or `None`
+    /// if the server is not connected.
+    pub fn catalog_for(&self, server: &str) -> Option<ToolCatalog> {
+        self.connections.get(server)?;
+        let mut catalog = ToolCatalog::default();
+        for entry in self.tools.iter().filter(|entry| entry.server == server) {
+            catalog.insert(catalog_tool(&entry.tool));
+        }
+        Some(catalog)
+    }
+}
+
+fn catalog_tool(tool: &Tool) -> CatalogTool {
+    let annotations = tool.annotations.as_ref();
+    CatalogTool {
+        name: tool.name.to_string(),
+        title: tool.title.clone(),
+        description: tool.description.as_ref().map(ToString::to_string),
+        annotations: ToolAnnotations {
+            read_only_hint: annotations.and_then(|a| a.read_only_hint),
+            destructive_hint: annotations.and_then(|a| a.destructive_hint),
+            idempotent_hint: annotations.and_then(|a| a.idempotent_hint),
+            open_world_hint: annotations.and_then(|a| a.open_world_hint),
+        },
+        meta: tool
+            .meta
+            .as_ref()
+            .and_then(|meta| serde_json::to_value(meta).ok())
+            .and_then(|value| value.as_object().cloned()),
+    }
+}
+
+struct Inner {
+    refresh: RefreshState,
+    snapshot: ArcSwap<Snapshot>,
+    source: Box<dyn DesiredServers>,
+    elicitation: Arc<dyn ElicitationHandler>,
+    reconnect: Mutex<HashSet<String>>,
+    connects: AtomicU64,
+    changes: watch::Sender<u64>,
+}
+
+/// The runtime. Cheap to clone.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use gatehouse_mcp::server_config::RawServer;
+/// use gatehouse_mcp::connection::DeclineAll;
+/// use gatehouse_mcp::runtime::McpRuntime;
+/// let server = RawServer { command: Some("my-mcp-server".into()), ..RawServer::default() }.check("files")?;
+/// let runtime = McpRuntime::new(vec![server], Arc::new(DeclineAll));
+/// runtime.refresh_if_dirty().await?;
+/// for entry in runtime.snapshot().tools() {
+///     println!("{}", entry.qualified);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct McpRuntime {
+    inner: Arc<Inner>,
+}
+
+impl McpRuntime {
+    /// A runtime over `source`, dirty so the first
+    /// [`refresh_if_dirty`](Self::refresh_if_dirty) connects everything.
+    pub fn new(source: impl DesiredServers, elicitation: Arc<dyn ElicitationHandler>) -> Self {
+        let refresh = RefreshState::new();
+        refresh.invalidate();
+        let (changes, _) = watch::channel(0);
+        McpRuntime {
+            inner: Arc::new(Inner {
+                refresh,
+                snapshot: ArcSwap::from_pointee(Snapshot::default()),
+                source: Box::new(source),
+                elicitation,
+                reconnect: Mutex::new(HashSet::new()),
+                connects: AtomicU64::new(0),
+                changes,
+            }),
+        }
+    }
+
+    /// The current snapshot. Keep it as long as you need its connections.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.snapshot.load_full()
+    }
+
+    /// Marks the runtime dirty: config, roots, credentials or a server's
+    /// tools changed.
+    pub fn invalidate(&self) {
+        self.inner.refresh.invalidate();
+    }
+
+    /// Whether a refresh is owed.
+    pub fn is_dirty(&self) -> bool {
+        self.inner.refresh.is_dirty()
+    }
+
+    /// Reconnects `server` at the next refresh even if its config is unchanged.
+    pub fn hard_refresh(&self, server: &str) {
+        if let Ok(mut reconnect) = self.inner.reconnect.lock() {
+            reconnect.insert(server.to_owned());
+        }
+        self.invalidate();
+    }
+
+    /// How many refreshes have published.
+    pub fn refreshes(&self) -> u64 {
+        self.inner.refresh.published()
+    }
+
+    /// How many connections have been opened, in total.
+    pub fn connects(&self) -> u64 {
+        self.inner.connects.load(Ordering::SeqCst)
+    }
+
+    /// A receiver that sees a new value whenever a refresh changes the tool
+    /// catalog (the gateway forwards `tools/list_changed` on it).
+    pub fn catalog_changes(&self) -> watch::Receiver<u64> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Refreshes if anything changed; see the module docs. Returns whether
+    /// this call ran a refresh.
+    pub async fn refresh_if_dirty(&self) -> Result<bool, RuntimeError> {
+        let inner = &self.inner;
+        if inner
+            .snapshot
+            .load()
+            .connections
+            .values()
+            .any(|connection| !connection.credentials_current())
+        {
+            tracing::info!("credentials changed; refreshing");
+            self.invalidate();
+        }
+        // A server that exited or hung up is reconnected (the refresh does
+        // not reuse closed connections); nothing else would make us dirty.
+        if let Some(closed) = inner
+            .snapshot
+            .load()
+            .connections
+            .values()
+            .find(|connection| connection.is_closed())
+        {
+            tracing::info!(server = closed.name(), "connection closed; reconnecting");
+            self.invalidate();
+        }
+        let weak = Arc::downgrade(inner);
+        inner
+            .refresh
+            .refresh_if_dirty(|| build_and_publish(inner, weak.clone()))
+            .await
+    }
+
+    /// Calls a tool by qualified name, refreshing first if the runtime is dirty.
+    pub async fn call_tool(
+        &self,
+        qualified: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, RuntimeError> {
+        self.refresh_if_dirty().await?;
+        let snapshot = self.snapshot();
+        self.call_tool_in(&snapshot, qualified, arguments).await
+    }
+
+    /// Calls the tool `qualified` as `snapshot` names it, without
+    /// refreshing first (the caller resolved the name in that snapshot).
+    pub async fn call_tool_in(
+        &self,
+        snapshot: &Snapshot,
+        qualified: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<CallToolResult, RuntimeError> {
+        let entry = snapshot
+            .tool(qualified)
+            .ok_or_else(|| RuntimeError::UnknownTool(qualified.to_owned()))?;
+        let connection = snapshot
+            .connection(&entry.server)
+            .ok_or_else(|| RuntimeError::UnknownTool(qualified.to_owned()))?;
+        connection
+            .call_tool(&entry.tool.name, arguments)
+            .await
+            .map_err(RuntimeError::Call)
+    }
+}
+
+async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), RuntimeError> {
+    let desired = inner.source.desired().await?;
+    let current = inner.snapshot.load_full();
+    let reconnect: HashSet<String> = inner
+        .reconnect
+        .lock()
+        .map(|mut set| std::mem::take(&mut *set))
+        .unwrap_or_default();
+    let hooks = ConnectionHooks {
+        elicitation: inner.elicitation.clone(),
+        on_tools_changed: Arc::new(move |server: &str| {
+            tracing::debug!(server, "tools changed");
+            if let Some(inner) = weak.upgrade() {
+                inner.refresh.invalidate();
+            }
+        }),
+    };
+    let mut pending = Vec::new();
+    let mut connections = BTreeMap::new();
+    for config in desired.into_iter().filter(|config| config.enabled) {
+        match current.connections.get(&config.name) {
+            Some(existing)
+                if *existing.config() == config
+                    && !existing.is_closed()
+                    && existing.credentials_current()
+                    && !reconnect.contains(&config.name) =>
+            {
+                connections.insert(config.name.clone(), existing.clone());
+            }
+            _ => {
+                let hooks = hooks.clone();
+                inner.connects.fetch_add(1, Ordering::SeqCst);
+                pending.push(async move {
+                    let required = config.required;
+                    (required, Connection::connect(config, hooks).await)
+                });
+            }
+        }
+    }
+    let mut failures = BTreeMap::new();
+    let mut fresh = HashSet::new();
+    for (required, result) in futures::future::join_all(pending).await {
+        match result {
+            Ok(connection) => {
+                fresh.insert(connection.name().to_owned());
+                connections.insert(connection.name().to_owned(), Arc::new(connection));
+            }
+            Err(error) if required => return Err(RuntimeError::RequiredServerFailed(error)),
+            Err(error) => {
+                tracing::warn!("skipping optional server: {}", Escaped(&error.to_string()));
+                failures.insert(error.server().to_owned(), error.to_string());
+            }
+        }
+    }
+    let mut listed: Vec<(String, Vec<Tool>)> = Vec::new();
+    for (name, connection) in &connections {
+        let known: Vec<Tool> = current
+            .tools
+            .iter()
+            .filter(|entry| entry.server == *name)
+            .map(|entry| entry.tool.clone())
+            .collect();
+        if fresh.contains(name) || connection.tools_stale() {
+            match connection.list_tools().await {
+                Ok(tools) => listed.push((name.clone(), tools)),
+                Err(error) => {
+                    tracing::warn!("{}", Escaped(&error.to_string()));
+                    failures.insert(name.clone(), error.to_string());
+                    listed.push((name.clone(), known));
+                }
+            }
+        } else {
+            listed.push((name.clone(), known));
+        }
+    }
+    let identities: Vec<(&str, &str)> = listed
+        .iter()
+        .flat_map(|(server, tools)| {
+            tools
+                .iter()
+                .map(move |tool| (server.as_str(), tool.name.as_ref()))
+        })
+        .collect();
+    let names = qualified_names(&identities);
+    let mut tools = Vec::with_capacity(names.len());
+    let mut names = names.into_iter();
+    for (server, server_tools) in &listed {
+        for tool in server_tools {
+            if let Some(qualified) = names.next() {
+                tools.push(CatalogEntry {
+                    qualified,
+                    server: server.clone(),
+                    tool: tool.clone(),
+                });
+            }
+        }
+    }
+    let by_name = tools
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| (entry.qualified.clone(), index))
+        .collect();
+    let catalog_changed = !same_catalog(&current.tools, &tools);
+    let generation = current.generation + 1;
+    inner.snapshot.store(Arc::new(Snapshot {
+        generation,
+        connections,
+        tools,
+        by_name,
+        failures,
+    }));
+    if catalog_changed {
+        inner.changes.send_replace(generation);
+    }
+    Ok(())
+}
+
+fn same_catalog(before: &[CatalogEntry], after: &[CatalogEntry]) -> bool {
+    before.len() == after.len()
+        && before
+            .iter()
+            .zip(after)
+            .all(|(a, b)| a.qualified == b.qualified && a.tool == b.tool)
+}

@@ -1,0 +1,440 @@
+//! MCP server configuration, compatible with Codex's `[mcp_servers.<name>]`
+//! tables: a raw form as written in TOML or `.mcp.json`, checked into
+//! [`ServerConfig`] with errors that name the server and the field.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The default time a server has to start and answer `initialize`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time a tool call may take.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A server table as written. Every field is optional here; [`RawServer::check`]
+/// decides what is valid.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// stdio: the program to start.
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// stdio: environment variables to set.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// stdio: host environment variables to pass through.
+    #[serde(default)]
+    pub env_vars: Vec<String>,
+    /// stdio: the working directory.
+    pub cwd: Option<PathBuf>,
+    /// HTTP: the streamable HTTP endpoint.
+    pub url: Option<String>,
+    /// HTTP: the environment variable holding a bearer token.
+    pub bearer_token_env_var: Option<String>,
+    /// HTTP: headers to send.
+    #[serde(default)]
+    pub http_headers: BTreeMap<String, String>,
+    /// HTTP: headers whose values come from environment variables.
+    #[serde(default)]
+    pub env_http_headers: BTreeMap<String, String>,
+    /// `.mcp.json` only: `"stdio"`, `"http"` or `"streamable-http"`.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// `.mcp.json` only: HTTP headers (Claude's spelling).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds to start (default 30). Fractions allowed.
+    pub startup_timeout_sec: Option<f64>,
+    /// Seconds a tool call may take (default 300).
+    pub tool_timeout_sec: Option<f64>,
+    /// Whether to start it (default true).
+    pub enabled: Option<bool>,
+    /// Whether failing to start fails the whole runtime (default false).
+    pub required: Option<bool>,
+    /// Only these tools (applied first).
+    pub enabled_tools: Option<Vec<String>>,
+    /// Not these tools.
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    /// Codex's default approval mode for the server's tools.
+    pub default_tools_approval_mode: Option<ApprovalMode>,
+    /// gatehouse's own: which MCP protocol to speak (see [`Lifecycle`]);
+    /// `"2026-07-28"`, `"auto"`, or a dated version with the `initialize`
+    /// handshake. Default: the `initialize` handshake at the newest version
+    /// the server accepts.
+    pub protocol_version: Option<String>,
+}
+
+/// How a connection starts and which protocol it speaks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Lifecycle {
+    /// The `initialize` handshake; the server picks the newest version it
+    /// has up to `2025-11-25` (Codex's behaviour, and the default).
+    #[default]
+    Initialize,
+    /// The `initialize` handshake asking for exactly this version.
+    Pinned(String),
+    /// `server/discover` and protocol `2026-07-28`: no server-to-client
+    /// requests; elicitations arrive as input requests inside tool results.
+    Discover,
+    /// Try `server/discover` first; fall back to `initialize` when the
+    /// server is older (it may take up to 10 s to find out).
+    Auto,
+}
+
+/// The protocol version that replaced the handshake with `server/discover`.
+pub const DISCOVER_PROTOCOL_VERSION: &str = "2026-07-28";
+
+/// Codex's `default_tools_approval_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    /// Decide automatically.
+    Auto,
+    /// Ask.
+    Prompt,
+    /// Approve.
+    Approve,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables to set.
+        env: BTreeMap<String, String>,
+        /// Host variables to pass through.
+        env_vars: Vec<String>,
+        /// Working directory.
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// The variable holding a bearer token.
+        bearer_token_env_var: Option<String>,
+        /// Headers to send.
+        headers: BTreeMap<String, String>,
+        /// Headers from environment variables (header → variable).
+        env_headers: BTreeMap<String, String>,
+    },
+}
+
+/// A checked server configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The server's name (`^[a-zA-Z0-9_-]+$`).
+    pub name: String,
+    /// How to reach it.
+    pub transport: Transport,
+    /// Time to start.
+    pub startup_timeout: Duration,
+    /// Time per tool call.
+    pub tool_timeout: Duration,
+    /// Whether to start it.
+    pub enabled: bool,
+    /// Whether its failure fails start-up.
+    pub required: bool,
+    /// Only these tools, if set.
+    pub enabled_tools: Option<Vec<String>>,
+    /// Not these tools.
+    pub disabled_tools: Vec<String>,
+    /// Codex's default approval mode.
+    pub default_tools_approval_mode: Option<ApprovalMode>,
+    /// How to start the connection (`protocol_version`).
+    pub lifecycle: Lifecycle,
+}
+
+impl ServerConfig {
+    /// Whether the server exposes `tool` after `enabled_tools` (first) and
+    /// `disabled_tools`.
+    ///
+    /// ```
+    /// use gatehouse_mcp::server_config::RawServer;
+    /// let raw = RawServer {
+    ///     command: Some("srv".into()),
+    ///     enabled_tools: Some(vec!["a".into(), "b".into()]),
+    ///     disabled_tools: vec!["b".into()],
+    ///     ..RawServer::default()
+    /// };
+    /// let server = raw.check("s").unwrap();
+    /// assert!(server.exposes("a") && !server.exposes("b") && !server.exposes("c"));
+    /// ```
+    pub fn exposes(&self, tool: &str) -> bool {
+        self.enabled_tools
+            .as_ref()
+            .is_none_or(|enabled| enabled.iter().any(|name| name == tool))
+            && !self.disabled_tools.iter().any(|name| name == tool)
+    }
+}
+
+/// Why a server table is invalid. Each names the server and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerConfigError {
+    /// The name has characters outside `[a-zA-Z0-9_-]`, or is empty.
+    #[error("mcp_servers.{0}: server names may use only letters, digits, `_` and `-`")]
+    BadName(String),
+    /// Both `command` and an HTTP field are set.
+    #[error(
+        "mcp_servers.{server}: `command` and `{field}` cannot both be set; a server is either stdio (`command`) or HTTP (`url`)"
+    )]
+    BothTransports {
+        /// The server.
+        server: String,
+        /// The HTTP field found.
+        field: &'static str,
+    },
+    /// Neither `command` nor `url` is set.
+    #[error("mcp_servers.{0}: invalid transport: set `command` (stdio) or `url` (streamable HTTP)")]
+    NoTransport(String),
+    /// A field has a bad value.
+    #[error("mcp_servers.{server}.{field}: {message}")]
+    BadValue {
+        /// The server.
+        server: String,
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Whether `name` is a valid server name.
+pub fn is_valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
+impl RawServer {
+    /// Checks the table of server `name`.
+    pub fn check(&self, name: &str) -> Result<ServerConfig, ServerConfigError> {
+        if !is_valid_server_name(name) {
+            return Err(ServerConfigError::BadName(name.to_owned()));
+        }
+        let bad = |field: &'static str, message: String| ServerConfigError::BadValue {
+            server: name.to_owned(),
+            field,
+            message,
+        };
+        let http_field = [
+            ("url", self.url.is_some()),
+            ("bearer_token_env_var", self.bearer_token_env_var.is_some()),
+            ("http_headers", !self.http_headers.is_empty()),
+            ("env_http_headers", !self.env_http_headers.is_empty()),
+            ("headers", !self.headers.is_empty()),
+        ]
+        .into_iter()
+        .find_map(|(field, set)| set.then_some(field));
+        let transport = match (&self.command, http_field) {
+            (Some(_), Some(field)) => {
+                return Err(ServerConfigError::BothTransports {
+                    server: name.to_owned(),
+                    field,
+                });
+            }
+            (Some(command), None) => {
+                if command.trim().is_empty() {
+                    return Err(bad("command", "must not be empty".to_owned()));
+                }
+                Transport::Stdio {
+                    command: command.clone(),
+                    args: self.args.clone(),
+                    env: self.env.clone(),
+                    env_vars: self.env_vars.clone(),
+                    cwd: self.cwd.clone(),
+                }
+            }
+            (None, Some(_)) => {
+                let url = self
+                    .url
+                    .clone()
+                    .ok_or_else(|| ServerConfigError::NoTransport(name.to_owned()))?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(bad(
+                        "url",
+                        format!("{url:?} is not an http:// or https:// URL"),
+                    ));
+                }
+                let mut headers = self.http_headers.clone();
+                headers.extend(self.headers.clone());
+                Transport::Http {
+                    url,
+                    bearer_token_env_var: self.bearer_token_env_var.clone(),
+                    headers,
+                    env_headers: self.env_http_headers.clone(),
+                }
+            }
+            (None, None) => return Err(ServerConfigError::NoTransport(name.to_owned())),
+        };
+        if let Some(kind) = &self.kind {
+            let matches = match kind.as_str() {
+                "stdio" => matches!(transport, Transport::Stdio { .. }),
+                "http" | "streamable-http" | "streamableHttp" => {
+                    matches!(transport, Transport::Http { .. })
+                }
+                _ => false,
+            };
+            if !matches {
+                return Err(bad(
+                    "type",
+                    format!("{kind:?} does not match the fields set"),
+                ));
+            }
+        }
+        let seconds = |field: &'static str, value: Option<f64>, default: Duration| match value {
+            None => Ok(default),
+            Some(secs) if secs.is_finite() && secs > 0.0 => Duration::try_from_secs_f64(secs)
+                .map_err(|_| {
+                    bad(
+                        field,
+                        format!("{secs} seconds is too long; use at most {}", u64::MAX),
+                    )
+                }),
+            Some(secs) => Err(bad(
+                field,
+                format!("{secs} is not a positive number of seconds"),
+            )),
+        };
+        let lifecycle = match self.protocol_version.as_deref() {
+            None => Lifecycle::Initialize,
+            Some("auto") => Lifecycle::Auto,
+            Some(DISCOVER_PROTOCOL_VERSION) => Lifecycle::Discover,
+            Some(version @ ("2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25")) => {
+                Lifecycle::Pinned(version.to_owned())
+            }
+            Some(other) => {
+                return Err(bad(
+                    "protocol_version",
+                    format!(
+                        "{other:?} is not a protocol version gatehouse speaks; use \"2026-07-28\", \"2025-11-25\", \"2025-06-18\" or \"auto\""
+                    ),
+                ));
+            }
+        };
+        Ok(ServerConfig {
+            name: name.to_owned(),
+            transport,
+            startup_timeout: seconds(
+                "startup_timeout_sec",
+                self.startup_timeout_sec,
+                DEFAULT_STARTUP_TIMEOUT,
+            )?,
+            tool_timeout: seconds(
+                "tool_timeout_sec",
+                self.tool_timeout_sec,
+                DEFAULT_TOOL_TIMEOUT,
+            )?,
+            enabled: self.enabled.unwrap_or(true),
+            required: self.required.unwrap_or(false),
+            enabled_tools: self.enabled_tools.clone(),
+            disabled_tools: self.disabled_tools.clone(),
+            default_tools_approval_mode: self.default_tools_approval_mode,
+            lifecycle,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(toml_text: &str) -> RawServer {
+        toml::from_str(toml_text).expect("valid TOML")
+    }
+
+    #[test]
+    fn stdio_and_http_tables_check() {
+        let stdio = parse("command = \"srv\"\nargs = [\"--x\"]\nstartup_timeout_sec = 2.5\n")
+            .check("files")
+            .expect("valid");
+        assert!(
+            matches!(stdio.transport, Transport::Stdio { ref command, .. } if command == "srv")
+        );
+        assert_eq!(stdio.startup_timeout, Duration::from_millis(2500));
+        assert_eq!(stdio.tool_timeout, DEFAULT_TOOL_TIMEOUT);
+        let http = parse("url = \"http://127.0.0.1:9/mcp\"\nhttp_headers = { X = \"1\" }\n")
+            .check("web")
+            .expect("valid");
+        assert!(matches!(http.transport, Transport::Http { .. }));
+    }
+
+    #[test]
+    fn a_timeout_too_long_to_represent_is_an_error_not_a_panic() {
+        let error = parse("command = \"srv\"\nstartup_timeout_sec = 1e300\n")
+            .check("huge")
+            .expect_err("refused");
+        assert!(error.to_string().contains("startup_timeout_sec"), "{error}");
+        assert!(error.to_string().contains("too long"), "{error}");
+    }
+
+    #[test]
+    fn errors_name_the_server_and_the_field() {
+        let both = parse("command = \"a\"\nurl = \"http://x\"\n")
+            .check("dual")
+            .unwrap_err();
+        assert_eq!(
+            both.to_string(),
+            "mcp_servers.dual: `command` and `url` cannot both be set; a server is either stdio (`command`) or HTTP (`url`)"
+        );
+        let neither = parse("args = []\n").check("empty").unwrap_err();
+        assert!(
+            neither
+                .to_string()
+                .contains("mcp_servers.empty: invalid transport")
+        );
+        let name = parse("command = \"a\"\n").check("bad name").unwrap_err();
+        assert_eq!(name, ServerConfigError::BadName("bad name".into()));
+        let timeout = parse("command = \"a\"\nstartup_timeout_sec = -1\n")
+            .check("t")
+            .unwrap_err();
+        assert!(
+            timeout
+                .to_string()
+                .starts_with("mcp_servers.t.startup_timeout_sec:")
+        );
+        let scheme = parse("url = \"ftp://x\"\n").check("f").unwrap_err();
+        assert!(scheme.to_string().starts_with("mcp_servers.f.url:"));
+    }
+
+    #[test]
+    fn protocol_version_selects_the_lifecycle() {
+        let lifecycle = |value: &str| {
+            parse(&format!("command = \"a\"\nprotocol_version = {value:?}\n")).check("p")
+        };
+        assert_eq!(
+            parse("command = \"a\"\n").check("p").map(|s| s.lifecycle),
+            Ok(Lifecycle::Initialize)
+        );
+        assert_eq!(
+            lifecycle("2026-07-28").map(|s| s.lifecycle),
+            Ok(Lifecycle::Discover)
+        );
+        assert_eq!(lifecycle("auto").map(|s| s.lifecycle), Ok(Lifecycle::Auto));
+        assert_eq!(
+            lifecycle("2025-06-18").map(|s| s.lifecycle),
+            Ok(Lifecycle::Pinned("2025-06-18".to_owned()))
+        );
+        let error = lifecycle("2027-01-01").unwrap_err().to_string();
+        assert!(
+            error.starts_with("mcp_servers.p.protocol_version: \"2027-01-01\""),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        assert!(toml::from_str::<RawServer>("comand = \"typo\"\n").is_err());
+    }
+}
