@@ -5,8 +5,8 @@
 //! escaping formatter is not involved either).
 //!
 //! One file, included with `#[path]` by each test that needs it: the
-//! integration tests in `host/tests/` and the library's own unit tests
-//! (through `host/src/lib.rs`, `#[cfg(test)]` only), so the library
+//! integration tests in `host/cli/tests/all/` and the library's own unit tests
+//! (through `host/core/src/lib.rs`, `#[cfg(test)]` only), so the library
 //! carries no test support of its own.
 
 #![allow(dead_code)]

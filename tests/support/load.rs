@@ -4,7 +4,7 @@
 //! gateway's memory sampled throughout.
 //!
 //! `cargo run --release -p gatehouse-tests --bin gatehouse-load -- --duration 60`
-//! runs it from the command line; `tests/load.rs` runs a short pass in every
+//! runs it from the command line; `tests/all/load.rs` runs a short pass in every
 //! test run.
 
 use std::collections::{BTreeMap, HashSet};

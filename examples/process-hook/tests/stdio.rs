@@ -1,6 +1,6 @@
 //! The binary as a host runs it: one request on stdin, one verdict on stdout.
 //! (Being an integration test also makes `cargo test --workspace` build the
-//! binary that `host/tests/cli.rs` benchmarks against.)
+//! binary that `host/cli/tests/all/cli.rs` benchmarks against.)
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

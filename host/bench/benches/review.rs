@@ -3,7 +3,7 @@
 //! throughput of two worker threads reviewing at once (each review in its own
 //! fresh instance; read reviews/s off the `thrpt` line).
 //!
-//! Run: `.ci/build-guests && cargo bench -p gatehouse --bench review`
+//! Run: `.ci/build-guests && cargo bench -p gatehouse-bench --bench review`
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Loading a module for a swap: compiled from scratch (cold) versus from the
 //! on-disk compile cache (a restart, or swapping back).
 //!
-//! Run: `.ci/build-guests && cargo bench -p gatehouse --bench swap`
+//! Run: `.ci/build-guests && cargo bench -p gatehouse-bench --bench swap`
 
 use std::path::PathBuf;
 

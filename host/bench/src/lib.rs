@@ -65,7 +65,7 @@ const HOOK_MEMORY_SAMPLES: usize = 3;
 /// The embedded sample: a ~1 KB approval elicitation (Codex `_meta` for an
 /// `mcp_tool_call` review of `read_file` on the docs server), the `params`
 /// of `elicitation/create` as on the wire. The default request of
-/// `gatehouse bench`, and the elicitation `host/benches/review.rs` measures.
+/// `gatehouse bench`, and the elicitation `host/bench/benches/review.rs` measures.
 ///
 /// ```
 /// let sample = gatehouse_bench::sample_elicitation();

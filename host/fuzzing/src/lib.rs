@@ -7,7 +7,7 @@
 //! whatever it accepts must keep the invariants listed on the function, and
 //! a broken invariant comes back as an [`Violation`]. A panic inside is a
 //! bug the fuzzer found. The fuzz targets turn a `Violation` into a panic;
-//! `tests/fuzz_corpus.rs` replays the committed corpus through the same
+//! `tests/all/fuzz_corpus.rs` replays the committed corpus through the same
 //! functions in every test run.
 //!
 //! ```

@@ -1,9 +1,8 @@
 //! Where the integration tests find the workspace and what the build made:
 //! the target directory, the demo-server and the built guests.
 //!
-//! One file, included with `#[path]` by each test in `host/tests/` that
-//! needs it (with `#[allow(dead_code)]` on the include where only some of it
-//! is used).
+//! A module of the gathered test binary `host/cli/tests/all`, shared by its
+//! tests.
 
 use std::path::PathBuf;
 

@@ -2,9 +2,8 @@
 //! bearer token it made, for the tests that talk to the gateway over HTTP
 //! as a client would, and `gatehouse reload` to drive it.
 //!
-//! One file, included with `#[path]` by each test in `host/tests/` that
-//! needs it (with `#[allow(dead_code)]` on the include where only some of it
-//! is used).
+//! A module of the gathered test binary `host/cli/tests/all`, shared by its
+//! tests.
 
 use std::io::BufRead;
 use std::path::Path;

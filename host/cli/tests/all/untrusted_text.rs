@@ -28,14 +28,9 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncReadExt;
 
-#[path = "../../../tests/support/capture.rs"]
-mod capture;
 
-#[path = "support/paths.rs"]
-#[allow(dead_code)]
-mod paths;
 
-use paths::{guest, root, target};
+use crate::paths::{guest, root, target};
 
 fn gatehouse(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gatehouse"))
@@ -302,7 +297,7 @@ fn manifest_text_in_discovery_warnings_is_logged_escaped() {
         manifest.to_string(),
     )
     .expect("write the manifest");
-    let (found, log) = capture::logged(tracing::Level::INFO, || {
+    let (found, log) = crate::capture::logged(tracing::Level::INFO, || {
         gatehouse_mcp::discovery::discover_root(
             &gatehouse_mcp::discovery::CapabilityRoot::new("r", dir.path().to_path_buf()),
             &gatehouse_mcp::discovery::DiscoveryLimits::default(),
@@ -344,7 +339,7 @@ fn review_hostile_text_in_the_library(module_config: &str) -> String {
     }))
     .expect("valid params");
     let request = ReviewRequest::new(params, ReviewContext::new("docs", RequestId::Number(1)));
-    let (_, log) = capture::logged(tracing::Level::TRACE, || {
+    let (_, log) = crate::capture::logged(tracing::Level::TRACE, || {
         module.review(module_config, &request)
     });
     log

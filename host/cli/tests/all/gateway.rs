@@ -17,14 +17,9 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-#[path = "support/http_gateway.rs"]
-mod http_gateway;
-#[path = "support/paths.rs"]
-#[allow(dead_code)]
-mod paths;
 
-use http_gateway::{HttpGateway, reload};
-use paths::{demo_server, existing, target};
+use crate::http_gateway::{HttpGateway, reload};
+use crate::paths::{demo_server, existing, target};
 
 /// A config with demo-server `git` and the guardian.
 fn config(dir: &Path, guardian_config: &str) -> PathBuf {

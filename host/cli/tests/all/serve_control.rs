@@ -12,15 +12,9 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-#[path = "support/http_gateway.rs"]
-#[allow(dead_code)]
-mod http_gateway;
-#[path = "support/paths.rs"]
-#[allow(dead_code)]
-mod paths;
 
-use http_gateway::{HttpGateway, reload};
-use paths::{demo_server, existing, target};
+use crate::http_gateway::{HttpGateway, reload};
+use crate::paths::{demo_server, existing, target};
 
 /// demo-server `git` reviewed by the guardian, audited to `audit.jsonl`.
 fn config(dir: &Path) -> PathBuf {

@@ -17,11 +17,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ServerHandler, ServiceExt};
 use serde_json::json;
 
-#[path = "support/paths.rs"]
-#[allow(dead_code)]
-mod paths;
 
-use paths::demo_server;
+use crate::paths::demo_server;
 
 /// A config with demo-server `git` and `gateway` as its `[gateway]` section.
 fn config(dir: &Path, gateway: &str) -> PathBuf {

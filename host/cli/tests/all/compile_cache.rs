@@ -8,11 +8,6 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-#[path = "../../../tests/support/capture.rs"]
-mod capture;
-#[path = "support/paths.rs"]
-#[allow(dead_code)]
-mod paths;
 
 use gatehouse_core::context::ReviewContext;
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
@@ -22,13 +17,13 @@ use serde_json::json;
 
 /// The bytes of a built guest ([`paths::guest`]).
 fn guest_bytes(name: &str) -> Vec<u8> {
-    let path = paths::guest(name);
+    let path = crate::paths::guest(name);
     std::fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
 /// What tracing logged at warn and above while `run` ran on this thread.
 fn logged<T>(run: impl FnOnce() -> T) -> (T, String) {
-    capture::logged(tracing::Level::WARN, run)
+    crate::capture::logged(tracing::Level::WARN, run)
 }
 
 fn cached(cache: &Path) -> Sandbox {

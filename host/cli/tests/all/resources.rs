@@ -16,11 +16,8 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
-#[path = "support/paths.rs"]
-#[allow(dead_code)]
-mod paths;
 
-use paths::demo_server;
+use crate::paths::demo_server;
 
 /// `gatehouse serve` over stdio in front of demo-servers, each with its
 /// own reads log.

@@ -6,10 +6,8 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-#[path = "support/paths.rs"]
-mod paths;
 
-use paths::{demo_server, existing, guest, root, target};
+use crate::paths::{demo_server, existing, guest, root, target};
 
 fn gatehouse(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gatehouse"))

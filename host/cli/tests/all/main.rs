@@ -1,0 +1,18 @@
+//! The `gatehouse` binary's end-to-end tests, in one test binary (the
+//! pattern of wasmtime's `tests/all`): each module drives the built
+//! `gatehouse` (`CARGO_BIN_EXE_gatehouse`) or the crates behind it, and they
+//! share one build and one link of wasmtime and rmcp.
+
+#[path = "../../../../tests/support/capture.rs"]
+mod capture;
+mod http_gateway;
+mod paths;
+
+mod cli;
+mod compile_cache;
+mod discovery;
+mod gateway;
+mod gateway_http;
+mod resources;
+mod serve_control;
+mod untrusted_text;

@@ -1,0 +1,145 @@
+//! The crate graph enforces the layering ARCHITECTURE.md describes: each
+//! crate's normal dependency tree (what an embedder links, proc-macros and
+//! dev-dependencies left out) is read with `cargo tree` and must not contain
+//! what belongs to a layer above it.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// The crates a package's normal dependency tree holds, by name.
+/// `prune` cuts the tree at those packages (their own dependencies are left
+/// out, they themselves stay).
+fn tree(package: &str, prune: &[&str]) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(gatehouse_tests::workspace_root())
+        .args(["tree", "--quiet", "--prefix", "none", "--edges"])
+        .arg("normal,no-proc-macro")
+        .args(["--package", package]);
+    for name in prune {
+        command.args(["--prune", name]);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run cargo tree for {package}: {error}"));
+    assert!(
+        output.status.success(),
+        "cargo tree -p {package} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn assert_absent(package: &str, crates: &BTreeSet<String>, forbidden: &[&str], why: &str) {
+    let found: Vec<&str> = forbidden
+        .iter()
+        .copied()
+        .filter(|name| crates.contains(*name))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "{package} depends on {found:?}: {why}. Run `cargo tree -p {package} -e normal -i {}` to see the path.",
+        found.first().copied().unwrap_or_default()
+    );
+}
+
+/// The gateway's, the CLI's and the test tooling's crates.
+const ABOVE_THE_CORE: &[&str] = &[
+    "rmcp",
+    "axum",
+    "reqwest",
+    "hyper",
+    "clap",
+    "notify",
+    "toml",
+    "tracing-subscriber",
+    "tracing-appender",
+    "quick-junit",
+    "criterion",
+    "proptest",
+    "gatehouse-conformance",
+    "gatehouse-mcp",
+    "gatehouse-bench",
+    "gatehouse-fuzzing",
+];
+
+#[test]
+fn the_core_links_no_mcp_gateway_cli_or_config_format() {
+    let crates = tree("gatehouse-core", &[]);
+    assert!(crates.contains("wasmtime"), "the tree was read: {crates:?}");
+    assert_absent(
+        "gatehouse-core",
+        &crates,
+        ABOVE_THE_CORE,
+        "the core is the embeddable reviewer runtime and knows no MCP transport, server, CLI or file format",
+    );
+}
+
+#[test]
+fn the_core_uses_anyhow_only_through_wasmtime() {
+    // wasmtime-environ 48 depends on anyhow unconditionally; nothing else in
+    // the core's tree may.
+    let crates = tree(
+        "gatehouse-core",
+        &["wasmtime", "wasmtime-wasi", "wasmtime-wasi-io"],
+    );
+    assert!(crates.contains("jsonschema"), "the tree was read: {crates:?}");
+    assert_absent(
+        "gatehouse-core",
+        &crates,
+        &["anyhow"],
+        "library errors are typed (thiserror); anyhow belongs to the binary",
+    );
+}
+
+#[test]
+fn the_conformance_kit_sits_on_the_core_alone() {
+    let crates = tree("gatehouse-conformance", &[]);
+    assert!(crates.contains("gatehouse-core"), "{crates:?}");
+    let forbidden: Vec<&str> = ABOVE_THE_CORE
+        .iter()
+        .copied()
+        .filter(|name| *name != "quick-junit" && *name != "gatehouse-conformance")
+        .collect();
+    assert_absent(
+        "gatehouse-conformance",
+        &crates,
+        &forbidden,
+        "the kit proves a module against the contract and needs no MCP side",
+    );
+}
+
+#[test]
+fn the_mcp_side_has_no_cli_or_test_tooling() {
+    let crates = tree("gatehouse-mcp", &[]);
+    assert!(crates.contains("rmcp"), "{crates:?}");
+    assert_absent(
+        "gatehouse-mcp",
+        &crates,
+        &[
+            "clap",
+            "tracing-subscriber",
+            "tracing-appender",
+            "criterion",
+            "proptest",
+            "gatehouse-bench",
+            "gatehouse-fuzzing",
+        ],
+        "argument parsing, log output and test tooling belong to the binary and the unpublished crates",
+    );
+    let own = tree(
+        "gatehouse-mcp",
+        &["wasmtime", "wasmtime-wasi", "wasmtime-wasi-io"],
+    );
+    assert_absent(
+        "gatehouse-mcp",
+        &own,
+        &["anyhow"],
+        "library errors are typed (thiserror); anyhow belongs to the binary",
+    );
+}
