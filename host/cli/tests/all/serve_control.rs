@@ -124,7 +124,12 @@ async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
         .status()
         .expect("kill");
     assert!(status.success());
-    wait_for("SIGHUP did not reopen the audit log", || audit.exists()).await;
+    // The new file exists a moment before it takes the writes (opened, then
+    // swapped in); the log line comes after the swap.
+    wait_for("SIGHUP did not reopen the audit log", || {
+        served.logged("audit log reopened") >= 1
+    })
+    .await;
     delete(&client, "three").await;
     let old: Vec<Value> = records(&first);
     let new: Vec<Value> = records(&audit);

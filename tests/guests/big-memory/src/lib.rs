@@ -2,25 +2,14 @@
 //! larger than the host's 16 MiB cap.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Outcome, ReviewRequest, Reviewer};
 
 static BALLAST: [u8; 24 << 20] = [7; 24 << 20];
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "big-memory".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "big-memory";
 
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         let index = std::hint::black_box(12_345usize);
@@ -32,4 +21,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -4,25 +4,14 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Outcome, ReviewRequest, Reviewer};
 
 static REVIEWS: AtomicU32 = AtomicU32::new(0);
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "counter".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "counter";
 
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         let seen = REVIEWS.fetch_add(1, Ordering::SeqCst) + 1;
@@ -34,4 +23,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -1,27 +1,13 @@
 //! Test guest `deep-recursion`: Recurses without end: must be stopped by the wasm stack cap.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-#[allow(unused_imports)]
-use gatehouse::reviewer::logging::{self, Level};
-use gatehouse::reviewer::types::{ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Outcome, ReviewRequest, Reviewer};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "deep-recursion".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "deep-recursion";
 
-    #[allow(unreachable_code)]
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         #[allow(unconditional_recursion)]
         fn descend(depth: u64) -> u64 {
@@ -34,4 +20,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

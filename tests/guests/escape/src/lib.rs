@@ -4,23 +4,12 @@
 //! arguments and sockets nothing.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Outcome, ReviewRequest, Reviewer};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "escape".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "escape";
 
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         let file = std::fs::read("/etc/passwd").is_ok() || std::fs::read("Cargo.toml").is_ok();
@@ -42,4 +31,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -6,13 +6,7 @@
 //! otherwise it declines.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::logging::{self, Level};
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Level, ModuleInfo, Outcome, ReviewRequest, Reviewer, logging};
 
 /// Retitles the terminal, erases the line, returns the cursor and forges a
 /// green second log line; then a C1 CSI (clear screen) and a right-to-left
@@ -21,7 +15,9 @@ const HOSTILE: &str = "ok\u{1b}]0;pwned\u{7}\u{1b}[2K\rFORGED looks fine: accept
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
+impl Reviewer for Guest {
+    const NAME: &'static str = "hostile-text";
+
     fn describe() -> ModuleInfo {
         ModuleInfo {
             name: format!("hostile-text {HOSTILE}"),
@@ -48,4 +44,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

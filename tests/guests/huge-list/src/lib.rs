@@ -3,19 +3,16 @@
 //! 100,000 short lines. Both must be refused by the output cap.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest, RiskLevel};
+use test_guest_helper::{Decision, ModuleInfo, Outcome, ReviewRequest, Reviewer, RiskLevel};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
+impl Reviewer for Guest {
+    const NAME: &'static str = "huge-list";
+
     fn describe() -> ModuleInfo {
         ModuleInfo {
-            name: "huge-list".to_owned(),
+            name: Self::NAME.to_owned(),
             version: "0.0.0".to_owned(),
             claims: (0..100_000).map(|index| format!("claim-{index}")).collect(),
         }
@@ -30,4 +27,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -1,27 +1,13 @@
 //! Test guest `huge-output`: Returns a 4 MiB rationale: must be refused by the output cap.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-#[allow(unused_imports)]
-use gatehouse::reviewer::logging::{self, Level};
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Outcome, ReviewRequest, Reviewer};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "huge-output".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "huge-output";
 
-    #[allow(unreachable_code)]
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         Outcome {
             decision: Decision::Decline(None),
@@ -31,4 +17,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -4,24 +4,12 @@
 //! the review closed.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::logging::{self, Level};
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest, RiskLevel};
+use test_guest_helper::{Decision, Level, Outcome, ReviewRequest, Reviewer, RiskLevel, logging};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "import-flood".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "import-flood";
 
     fn review(config: String, _request: ReviewRequest) -> Outcome {
         if config.contains("fields") {
@@ -41,4 +29,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

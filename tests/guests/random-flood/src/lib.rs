@@ -3,24 +3,13 @@
 //! allocate it outside the guest's memory cap in one uninterruptible call.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Outcome, ReviewRequest, Reviewer};
 use wasip2::random::{insecure, random};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "random-flood".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "random-flood";
 
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         let mut total = 0usize;
@@ -36,4 +25,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -2,23 +2,12 @@
 //! monotonic-clock pollable the host waits on): the deadline must end the wait.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Outcome, ReviewRequest, Reviewer};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "sleep".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "sleep";
 
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         std::thread::sleep(std::time::Duration::from_secs(3600));
@@ -30,4 +19,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -1,30 +1,16 @@
 //! Test guest `trap`: Panics, which traps: must fail closed.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-#[allow(unused_imports)]
-use gatehouse::reviewer::logging::{self, Level};
-use gatehouse::reviewer::types::{ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Outcome, ReviewRequest, Reviewer};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "trap".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "trap";
 
-    #[allow(unreachable_code)]
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         panic!("the trap test guest always panics")
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);

@@ -1,27 +1,13 @@
 //! Test guest `url-content`: Accepts every request with content, URL mode included: a URL accept with content must be refused.
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({
-    world: "reviewer",
-    path: "../../../wit",
-});
-
-#[allow(unused_imports)]
-use gatehouse::reviewer::logging::{self, Level};
-use gatehouse::reviewer::types::{Decision, ModuleInfo, Outcome, ReviewRequest};
+use test_guest_helper::{Decision, Outcome, ReviewRequest, Reviewer};
 
 struct Guest;
 
-impl exports::gatehouse::reviewer::review::Guest for Guest {
-    fn describe() -> ModuleInfo {
-        ModuleInfo {
-            name: "url-content".to_owned(),
-            version: "0.0.0".to_owned(),
-            claims: Vec::new(),
-        }
-    }
+impl Reviewer for Guest {
+    const NAME: &'static str = "url-content";
 
-    #[allow(unreachable_code)]
     fn review(_config: String, _request: ReviewRequest) -> Outcome {
         Outcome {
             decision: Decision::Accept(Some("{}".to_owned())),
@@ -31,4 +17,4 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
     }
 }
 
-export!(Guest);
+test_guest_helper::export_reviewer!(Guest);
