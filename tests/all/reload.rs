@@ -10,7 +10,7 @@ use gatehouse_conformance::Kit;
 use gatehouse_core::chain::Chain;
 use gatehouse_core::sandbox::{Limits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::connection::{Delivery, IncomingElicitation};
+use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
 use gatehouse_mcp::reload::{ReloadError, Reloader};
 use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse_tests::guest;
@@ -68,8 +68,10 @@ fn fixture() -> Fixture {
         GUARDIAN_ACCEPTS,
         None,
     );
-    let sandbox =
-        Sandbox::with_compile_cache(Limits::default(), dir.path().join("cache")).expect("sandbox");
+    let sandbox = Sandbox::builder()
+        .compile_cache(dir.path().join("cache"))
+        .build()
+        .expect("sandbox");
     let audit = Arc::new(AuditLog::in_memory());
     let router = Arc::new(Router::new(
         Chain::default(),
@@ -232,21 +234,30 @@ async fn the_compile_cache_is_used_on_the_second_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cache = dir.path().join("cache");
     let bytes = std::fs::read(guest("gatehouse_guardian")).expect("read");
-    let first = Sandbox::with_compile_cache(Limits::default(), &cache).expect("sandbox");
+    let first = Sandbox::builder()
+        .compile_cache(&cache)
+        .build()
+        .expect("sandbox");
     let module = first.load_bytes("g", "g.wasm", &bytes, None).expect("load");
     let entries: Vec<_> = std::fs::read_dir(&cache).expect("cache dir").collect();
     assert_eq!(entries.len(), 1, "one artifact written");
     let artifact = entries[0].as_ref().expect("entry").path();
     assert!(artifact.display().to_string().contains(module.digest()));
     // A fresh sandbox (a restart) loads from the cache and reviews normally.
-    let second = Sandbox::with_compile_cache(Limits::default(), &cache).expect("sandbox");
+    let second = Sandbox::builder()
+        .compile_cache(&cache)
+        .build()
+        .expect("sandbox");
     let again = second
         .load_bytes("g", "g.wasm", &bytes, None)
         .expect("load from cache");
     assert!(again.describe().is_ok());
     // A corrupted artifact is discarded and rebuilt, never trusted.
     std::fs::write(&artifact, b"corrupt").expect("corrupt");
-    let third = Sandbox::with_compile_cache(Limits::default(), &cache).expect("sandbox");
+    let third = Sandbox::builder()
+        .compile_cache(&cache)
+        .build()
+        .expect("sandbox");
     let rebuilt = third
         .load_bytes("g", "g.wasm", &bytes, None)
         .expect("rebuilt");

@@ -27,7 +27,10 @@ fn bench(c: &mut Criterion) {
         b.iter(|| cold.load_bytes("g", "g.wasm", &bytes, None).expect("load"))
     });
     let dir = tempfile::tempdir().expect("tempdir");
-    let cached = Sandbox::with_compile_cache(Limits::default(), dir.path()).expect("sandbox");
+    let cached = Sandbox::builder()
+        .compile_cache(dir.path())
+        .build()
+        .expect("sandbox");
     cached
         .load_bytes("g", "g.wasm", &bytes, None)
         .expect("warm the cache");

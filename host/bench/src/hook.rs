@@ -14,10 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::memory;
 
 use gatehouse_core::context::CatalogEntry;
-use gatehouse_core::contract::types as wit;
 use gatehouse_core::elicitation::Elicitation;
 use gatehouse_core::failure::ReviewFailure;
-use gatehouse_core::outcome::{Decision, Outcome, RiskLevel};
+use gatehouse_core::outcome::Outcome;
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::Limits;
 
@@ -255,13 +254,9 @@ impl ProcessHook {
                 stderr: String::from_utf8_lossy(quoted).trim_end().to_owned(),
             });
         }
-        let outcome = parse_verdict(&out)?;
-        Outcome::from_guest(
-            to_contract(outcome),
-            &request.params().elicitation,
-            self.output_limit,
-        )
-        .map_err(HookFailure::Refused)
+        parse_verdict(&out)?
+            .check(&request.params().elicitation, self.output_limit)
+            .map_err(HookFailure::Refused)
     }
 }
 
@@ -330,33 +325,12 @@ fn truncate(text: &str, bytes: usize) -> &str {
     &text[..end]
 }
 
-/// The verdict as the contract's outcome, so [`Outcome::from_guest`] checks
-/// it exactly as it checks a module's.
-fn to_contract(outcome: Outcome) -> wit::Outcome {
-    wit::Outcome {
-        decision: match outcome.decision {
-            Decision::Defer => wit::Decision::Defer,
-            Decision::Accept { content } => {
-                wit::Decision::Accept(content.map(|content| content.to_string()))
-            }
-            Decision::Decline { message } => wit::Decision::Decline(message),
-            Decision::Cancel => wit::Decision::Cancel,
-        },
-        rationale: outcome.rationale,
-        risk: outcome.risk.map(|risk| match risk {
-            RiskLevel::Low => wit::RiskLevel::Low,
-            RiskLevel::Medium => wit::RiskLevel::Medium,
-            RiskLevel::High => wit::RiskLevel::High,
-            RiskLevel::Critical => wit::RiskLevel::Critical,
-        }),
-    }
-}
-
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use gatehouse_core::context::ReviewContext;
     use gatehouse_core::elicitation::{ElicitationParams, RequestId};
+    use gatehouse_core::outcome::{Decision, RiskLevel};
 
     fn request() -> ReviewRequest {
         let params = ElicitationParams::from_wire(&crate::sample_elicitation()).unwrap();

@@ -95,8 +95,14 @@ impl Kit {
     /// A kit whose reviews run under `limits`.
     pub fn new(limits: Limits) -> Result<Kit, SandboxError> {
         Ok(Kit {
-            closed: Sandbox::with_wasi(limits.clone(), WasiPolicy::Closed)?,
-            denied: Sandbox::with_wasi(limits, WasiPolicy::Deny)?,
+            closed: Sandbox::builder()
+                .limits(limits.clone())
+                .wasi(WasiPolicy::Closed)
+                .build()?,
+            denied: Sandbox::builder()
+                .limits(limits)
+                .wasi(WasiPolicy::Deny)
+                .build()?,
             module_config: "{}".to_owned(),
         })
     }

@@ -23,7 +23,8 @@ pub enum OnFailure {
     Defer,
 }
 
-/// One module in the chain, with its configuration.
+/// One module in a [`Chain`], with its configuration and what its failure
+/// means (see the [`Chain`] example).
 #[derive(Debug, Clone)]
 pub struct ChainLink {
     /// The module.
@@ -35,10 +36,11 @@ pub struct ChainLink {
 }
 
 impl ChainLink {
-    /// A link with config `{}` that fails closed.
-    pub fn new(module: Arc<ReviewerModule>) -> Self {
+    /// A link with config `{}` that fails closed. Takes the module itself or
+    /// an `Arc` of one (to share it between chains).
+    pub fn new(module: impl Into<Arc<ReviewerModule>>) -> Self {
         ChainLink {
-            module,
+            module: module.into(),
             config: "{}".to_owned(),
             on_failure: OnFailure::Decline,
         }
@@ -106,16 +108,63 @@ impl ChainReport {
     }
 }
 
-/// An ordered list of modules.
+/// Reviewer modules in order: policies first, the reviewer last. The first
+/// module whose outcome is not `defer` decides, and its outcome becomes the
+/// MCP answer; a module that fails decides too, with a decline (fail
+/// closed), unless its link says [`OnFailure::Defer`]. When every module
+/// defers, nobody has decided: the caller asks the person.
 ///
-/// ```no_run
-/// use std::sync::Arc;
-/// use gatehouse_core::chain::{Chain, ChainLink};
+/// A chain is immutable and cheap to clone (its modules are shared); build
+/// a new one to change it. It reviews from many threads at once, up to the
+/// sandbox's [`concurrent_reviews`](crate::sandbox::Limits::concurrent_reviews);
+/// past that, a module finds no free instance and its review fails
+/// ([`ReviewFailure::Instantiate`]), so bound concurrency to it.
+///
+/// ```
+/// use gatehouse_core::chain::{Chain, ChainLink, OnFailure, Verdict};
+/// use gatehouse_core::context::ReviewContext;
+/// use gatehouse_core::elicitation::{ElicitationParams, RequestId};
+/// use gatehouse_core::request::ReviewRequest;
 /// use gatehouse_core::sandbox::{Limits, Sandbox};
+/// # let guests = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+/// #     || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+/// #     std::path::PathBuf::from,
+/// # ).join("wasm32-wasip2/guest");
+/// # assert!(guests.exists(), "{} is missing: run .ci/build-guests", guests.display());
+///
 /// let sandbox = Sandbox::new(Limits::default())?;
-/// let guardian = Arc::new(sandbox.load_file("guardian.wasm", None)?);
-/// let chain = Chain::new(vec![ChainLink::new(guardian).with_config(r#"{"default":"deny"}"#)]);
-/// assert_eq!(chain.len(), 1);
+/// let allowlist = sandbox.load_file(guests.join("gatehouse_allowlist.wasm"), None)?;
+/// let guardian = sandbox.load_file(guests.join("gatehouse_guardian.wasm"), None)?;
+/// let chain = Chain::new(vec![
+///     // A policy: answers what its rules cover, defers the rest.
+///     ChainLink::new(allowlist)
+///         .with_config(r#"{"rules": [{"server": "docs", "tool": "read_*", "decision": "accept"}]}"#)
+///         .with_on_failure(OnFailure::Defer),
+///     // The reviewer, last: fails closed.
+///     ChainLink::new(guardian),
+/// ]);
+///
+/// let ask = |server: &str, tool: &str| -> Result<ReviewRequest, Box<dyn std::error::Error>> {
+///     let params = ElicitationParams::from_wire(&serde_json::json!({
+///         "message": format!("Allow the agent to run {tool}?"),
+///         "requestedSchema": {"type": "object", "properties": {}},
+///         "_meta": {"codex_request_type": "approval_request",
+///                   "codex_approval_kind": "mcp_tool_call", "tool_name": tool}
+///     }))?;
+///     Ok(ReviewRequest::new(params, ReviewContext::new(server, RequestId::Number(1))))
+/// };
+///
+/// // The allowlist decides: step 0 accepts.
+/// let report = chain.review(&ask("docs", "read_file")?);
+/// assert!(matches!(report.verdict, Verdict::Decided { step: 0, .. }));
+/// assert_eq!(report.answer().map(|answer| answer.to_wire()["action"].clone()),
+///            Some("accept".into()));
+///
+/// // The allowlist defers; the guardian declines.
+/// let report = chain.review(&ask("github", "delete_branch")?);
+/// assert_eq!(report.deciding_step().map(|step| &*step.module), Some("gatehouse_guardian"));
+/// assert_eq!(report.answer().map(|answer| answer.to_wire()["action"].clone()),
+///            Some("decline".into()));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Default)]

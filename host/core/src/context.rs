@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::elicitation::{RequestId, json_kind};
+use crate::elicitation::{ElicitationParams, RequestId, json_kind};
 
 /// The flags of the `granular` approval policy. Each defaults to `true`
 /// (the category may be put to a reviewer or the person).
@@ -189,6 +189,44 @@ impl ToolCatalog {
                 None => CatalogEntry::NotListed,
             },
         }
+    }
+
+    /// The entry for the tool an elicitation names in `_meta.tool_name`
+    /// (Codex's key for the tool an approval is about): [`lookup`] of that
+    /// name, so `Unavailable` when `_meta` names no tool or names it with
+    /// something other than a string. Every host that binds an elicitation
+    /// to its server's catalog goes through here.
+    ///
+    /// [`lookup`]: ToolCatalog::lookup
+    ///
+    /// ```
+    /// use gatehouse_core::context::{CatalogEntry, ToolCatalog};
+    /// use gatehouse_core::elicitation::ElicitationParams;
+    /// use serde_json::json;
+    ///
+    /// let catalog = ToolCatalog::from_wire(&json!({"tools": [
+    ///     {"name": "delete_repo", "inputSchema": {"type": "object"}}
+    /// ]})).unwrap();
+    /// let asking = |meta: serde_json::Value| ElicitationParams::from_wire(&json!({
+    ///     "message": "Delete the repository?",
+    ///     "requestedSchema": {"type": "object", "properties": {}},
+    ///     "_meta": meta,
+    /// })).unwrap();
+    /// assert!(matches!(
+    ///     catalog.entry_for(&asking(json!({"tool_name": "delete_repo"}))),
+    ///     CatalogEntry::Listed(tool) if tool.name == "delete_repo"
+    /// ));
+    /// assert_eq!(catalog.entry_for(&asking(json!({"tool_name": "other"}))), CatalogEntry::NotListed);
+    /// assert_eq!(catalog.entry_for(&asking(json!({"tool_name": 5}))), CatalogEntry::Unavailable);
+    /// assert_eq!(catalog.entry_for(&asking(json!(null))), CatalogEntry::Unavailable);
+    /// ```
+    pub fn entry_for(&self, params: &ElicitationParams) -> CatalogEntry {
+        let tool_name = params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("tool_name"))
+            .and_then(Value::as_str);
+        self.lookup(tool_name)
     }
 
     /// The number of tools.

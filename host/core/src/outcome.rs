@@ -58,7 +58,14 @@ pub enum RiskLevel {
     Critical,
 }
 
-/// A checked outcome.
+/// What one module decided about one request, checked: an accept's content
+/// is a JSON object that fits the requested schema (and a URL accept has
+/// none), and the text is within the output cap.
+///
+/// A review returns one in its [`ModuleReport`](crate::sandbox::ModuleReport);
+/// a reviewer that runs outside the sandbox gets the same checks through
+/// [`Outcome::check`]. [`ElicitAnswer::automated`](crate::answer::ElicitAnswer::automated)
+/// turns its decision into the MCP answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     /// The decision.
@@ -72,10 +79,47 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Checks an outcome that comes from a reviewer outside the sandbox (a
+    /// process hook, a remote service) exactly as a guest's outcome is
+    /// checked before the host acts on it: its text within `output_limit`
+    /// bytes (decline message and rationale, accept content as JSON text), an
+    /// accept's content a JSON object of the schema's properties that
+    /// validates against it, and no content on a URL accept.
+    ///
+    /// ```
+    /// use gatehouse_core::elicitation::ElicitationParams;
+    /// use gatehouse_core::failure::ReviewFailure;
+    /// use gatehouse_core::outcome::{Decision, Outcome};
+    ///
+    /// let params = ElicitationParams::from_wire(&serde_json::json!({
+    ///     "message": "How many copies?",
+    ///     "requestedSchema": {"type": "object", "properties": {"copies": {"type": "integer"}}}
+    /// }))?;
+    /// let accept = |content| Outcome {
+    ///     decision: Decision::Accept { content: Some(content) },
+    ///     rationale: None,
+    ///     risk: None,
+    /// };
+    /// let fits = accept(serde_json::json!({"copies": 2}));
+    /// assert_eq!(fits.clone().check(&params.elicitation, 1024), Ok(fits));
+    /// let misfit = accept(serde_json::json!({"copies": "two"}));
+    /// assert!(matches!(
+    ///     misfit.check(&params.elicitation, 1024),
+    ///     Err(ReviewFailure::SchemaMismatch(_))
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check(
+        self,
+        elicitation: &Elicitation,
+        output_limit: usize,
+    ) -> Result<Outcome, ReviewFailure> {
+        Outcome::from_guest(self.into_contract(), elicitation, output_limit)
+    }
+
     /// Checks a guest's outcome against the request and the output cap: the
-    /// check every outcome passes before the host acts on it, also for a
-    /// reviewer that runs outside the sandbox (a process hook).
-    pub fn from_guest(
+    /// check every outcome passes before the host acts on it.
+    pub(crate) fn from_guest(
         outcome: wit::Outcome,
         elicitation: &Elicitation,
         output_limit: usize,
@@ -104,6 +148,28 @@ impl Outcome {
                 wit::RiskLevel::Critical => RiskLevel::Critical,
             }),
         })
+    }
+
+    /// The outcome as a guest would return it, so that [`Outcome::check`]
+    /// runs the very checks a guest's outcome gets.
+    fn into_contract(self) -> wit::Outcome {
+        wit::Outcome {
+            decision: match self.decision {
+                Decision::Defer => wit::Decision::Defer,
+                Decision::Accept { content } => {
+                    wit::Decision::Accept(content.map(|content| content.to_string()))
+                }
+                Decision::Decline { message } => wit::Decision::Decline(message),
+                Decision::Cancel => wit::Decision::Cancel,
+            },
+            rationale: self.rationale,
+            risk: self.risk.map(|risk| match risk {
+                RiskLevel::Low => wit::RiskLevel::Low,
+                RiskLevel::Medium => wit::RiskLevel::Medium,
+                RiskLevel::High => wit::RiskLevel::High,
+                RiskLevel::Critical => wit::RiskLevel::Critical,
+            }),
+        }
     }
 }
 

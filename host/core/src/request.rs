@@ -71,9 +71,32 @@ impl ReviewRequest {
         &self.context
     }
 
-    /// The contract form passed to guests.
-    pub fn wire(&self) -> &wit::ReviewRequest {
+    /// The contract form passed to guests (the wire types are crate-private:
+    /// see [`crate::contract`]).
+    pub(crate) fn wire(&self) -> &wit::ReviewRequest {
         &self.wire
+    }
+
+    /// The elicitation read back from the contract form a guest receives:
+    /// the message, URL and id as passed, the schema parsed back from the
+    /// JSON text the guest gets. It equals `self.params().elicitation`;
+    /// `gatehouse-fuzzing` checks that it does for every params it accepts.
+    /// Reviewing never needs it: use [`params`](Self::params).
+    ///
+    /// Fails only if the schema text does not parse back as a JSON object,
+    /// which would be a bug in the conversion.
+    pub fn elicitation_from_contract(&self) -> Result<Elicitation, serde_json::Error> {
+        Ok(match &self.wire.elicitation {
+            wit::Elicitation::Form(form) => Elicitation::Form {
+                message: form.message.clone(),
+                requested_schema: serde_json::from_str(&form.requested_schema)?,
+            },
+            wit::Elicitation::Url(url) => Elicitation::Url {
+                message: url.message.clone(),
+                url: url.url.clone(),
+                elicitation_id: url.elicitation_id.clone(),
+            },
+        })
     }
 }
 

@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use gatehouse_core::context::ReviewContext;
-use gatehouse_core::contract::types as wit;
 use gatehouse_core::elicitation::{Elicitation, ElicitationParams, RequestId, TRANSPORT_META_KEYS};
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::schema;
@@ -63,7 +62,8 @@ fn violation(target: &'static str, what: impl Into<String>) -> Violation {
 /// `review-request`.
 ///
 /// For accepted params: no transport key is left in `_meta`; the contract
-/// form has the same mode and message, and its schema text parses back to a
+/// form (read back with [`ReviewRequest::elicitation_from_contract`]) has the
+/// same mode and message, and its schema text parses back to a
 /// schema that still passes [`schema::check_form_schema`] with the same
 /// properties; the URL fields are carried unchanged; checking arbitrary
 /// content (the input itself, `{}`) against the schema returns rather than
@@ -110,22 +110,24 @@ pub fn elicitation_params(data: &[u8]) -> Result<Accepted, Violation> {
         params.clone(),
         ReviewContext::new("fuzz", RequestId::Number(1)),
     );
-    match (&params.elicitation, &request.wire().elicitation) {
+    let contract = request
+        .elicitation_from_contract()
+        .map_err(|error| violation(TARGET, format!("schema text does not parse: {error}")))?;
+    match (&params.elicitation, &contract) {
         (
             Elicitation::Form {
                 message,
                 requested_schema,
             },
-            wit::Elicitation::Form(form),
+            Elicitation::Form {
+                message: contract_message,
+                requested_schema: back,
+            },
         ) => {
-            if &form.message != message {
+            if contract_message != message {
                 return Err(violation(TARGET, "form message changed"));
             }
-            let back: Map<String, Value> =
-                serde_json::from_str(&form.requested_schema).map_err(|error| {
-                    violation(TARGET, format!("schema text does not parse: {error}"))
-                })?;
-            schema::check_form_schema(&back)
+            schema::check_form_schema(back)
                 .map_err(|error| violation(TARGET, format!("schema no longer valid: {error}")))?;
             let keys = |schema: &Map<String, Value>| -> Vec<String> {
                 schema
@@ -134,7 +136,7 @@ pub fn elicitation_params(data: &[u8]) -> Result<Accepted, Violation> {
                     .map(|properties| properties.keys().cloned().collect())
                     .unwrap_or_default()
             };
-            if keys(&back) != keys(requested_schema) {
+            if keys(back) != keys(requested_schema) {
                 return Err(violation(TARGET, "schema properties changed"));
             }
             let _ = schema::validate_content(requested_schema, &value);
@@ -146,11 +148,13 @@ pub fn elicitation_params(data: &[u8]) -> Result<Accepted, Violation> {
                 url,
                 elicitation_id,
             },
-            wit::Elicitation::Url(contract),
+            Elicitation::Url {
+                message: contract_message,
+                url: contract_url,
+                elicitation_id: contract_id,
+            },
         ) => {
-            if (&contract.message, &contract.url, &contract.elicitation_id)
-                != (message, url, elicitation_id)
-            {
+            if (contract_message, contract_url, contract_id) != (message, url, elicitation_id) {
                 return Err(violation(TARGET, "URL fields changed"));
             }
         }

@@ -60,7 +60,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let limits = config.review.limits.to_limits();
-    let sandbox = Sandbox::with_compile_cache(limits.clone(), config.compile_cache_dir())?;
+    let sandbox = Sandbox::builder()
+        .limits(limits.clone())
+        .compile_cache(config.compile_cache_dir())
+        .build()?;
     let audit = Arc::new(AuditLog::open_with(
         config.audit_log_path(),
         config.elicitations.audit_sync,

@@ -8,11 +8,10 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-
 use gatehouse_core::context::ReviewContext;
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::request::ReviewRequest;
-use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
+use gatehouse_core::sandbox::{ReviewerModule, Sandbox};
 use serde_json::json;
 
 /// The bytes of a built guest ([`paths::guest`]).
@@ -27,7 +26,10 @@ fn logged<T>(run: impl FnOnce() -> T) -> (T, String) {
 }
 
 fn cached(cache: &Path) -> Sandbox {
-    Sandbox::with_compile_cache(Limits::default(), cache).expect("sandbox")
+    Sandbox::builder()
+        .compile_cache(cache)
+        .build()
+        .expect("sandbox")
 }
 
 fn load(sandbox: &Sandbox, name: &str, bytes: &[u8], pin: Option<&str>) -> ReviewerModule {

@@ -15,7 +15,10 @@ use crate::contract::{self, LOGGING_INTERFACE, REVIEW_INTERFACE, split_versioned
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("{}: cannot read the module: {source}", path.display())]
+    #[error(
+        "{}: cannot read the module: {source}; check the path (a relative one is from the current directory) and that this user may read it",
+        path.display()
+    )]
     Read {
         /// The file.
         path: PathBuf,
@@ -40,7 +43,9 @@ pub enum LoadError {
     )]
     CoreModule(String),
     /// The bytes are not WebAssembly, or do not compile.
-    #[error("{module}: does not compile as a WebAssembly component: {detail}")]
+    #[error(
+        "{module}: does not compile as a WebAssembly component: {detail}; give the `.wasm` of a reviewer built for wasm32-wasip2"
+    )]
     Compile {
         /// Where the module came from.
         module: String,
@@ -82,7 +87,10 @@ pub enum LoadError {
         import: String,
     },
     /// The component's imports or exports have the wrong types.
-    #[error("{module}: does not match the `reviewer` world: {detail}")]
+    #[error(
+        "{module}: does not match the `reviewer` world: {detail}; rebuild the module against wit/ of this host (contract {})",
+        contract::VERSION
+    )]
     WorldMismatch {
         /// Where the module came from.
         module: String,
@@ -91,7 +99,7 @@ pub enum LoadError {
     },
     /// The component needs more than the instance pool provides.
     #[error(
-        "{module}: needs {detail}, more than the instance pool allows; raise the limit or slim the module"
+        "{module}: needs {detail}, more than the instance pool allows; slim the module, or raise the limit named"
     )]
     TooLarge {
         /// Where the module came from.
@@ -131,7 +139,12 @@ pub(crate) fn load(
         return Err(LoadError::CoreModule(source.to_owned()));
     }
     let component = compile(&shared, bytes, &digest).map_err(|error| {
-        let detail = format!("{error:#}");
+        let detail = if bytes.starts_with(b"\0asm") {
+            format!("{error:#}")
+        } else {
+            // wasmtime's own words for this are a dump of the first bytes.
+            "it is not WebAssembly (it does not start with `\\0asm`)".to_owned()
+        };
         // wasmtime checks memories against the pool while compiling.
         if detail.contains("pooling allocator") {
             LoadError::TooLarge {
@@ -168,7 +181,6 @@ pub(crate) fn load(
         source.to_owned(),
         digest,
         bytes.len(),
-        component,
         prepared,
     ))
 }
@@ -276,13 +288,13 @@ fn check_resources(shared: &Shared, component: &Component, source: &str) -> Resu
     };
     if needs.num_memories > MEMORIES_PER_COMPONENT {
         return Err(too_large(format!(
-            "{} memories (the pool allows {MEMORIES_PER_COMPONENT})",
+            "{} memories (a reviewer may have {MEMORIES_PER_COMPONENT})",
             needs.num_memories
         )));
     }
     if needs.num_tables > TABLES_PER_COMPONENT {
         return Err(too_large(format!(
-            "{} tables (the pool allows {TABLES_PER_COMPONENT})",
+            "{} tables (a reviewer may have {TABLES_PER_COMPONENT})",
             needs.num_tables
         )));
     }
@@ -290,7 +302,7 @@ fn check_resources(shared: &Shared, component: &Component, source: &str) -> Resu
         let bytes = pages.saturating_mul(65_536);
         if bytes > shared.limits.memory_bytes() as u64 {
             return Err(too_large(format!(
-                "{bytes} bytes of initial memory (the cap is {})",
+                "{bytes} bytes of initial memory (the limit `memory_bytes` is {})",
                 shared.limits.memory_bytes()
             )));
         }

@@ -3,13 +3,12 @@
 //! `logging` import and a closed WASI, and [`ReviewerModule`]s that review in
 //! a fresh instance each time.
 //!
-//! ```no_run
-//! use gatehouse_core::sandbox::{Limits, Sandbox};
-//! let sandbox = Sandbox::new(Limits::default())?;
-//! let module = sandbox.load_file("guardian.wasm", None)?;
-//! println!("{} {}", module.name(), module.digest());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! [`Sandbox`] (built with [`Sandbox::builder`], or [`Sandbox::new`] for
+//! limits alone) is the engine; [`Sandbox::load_file`] turns a component
+//! into a [`ReviewerModule`], which reviews a
+//! [`ReviewRequest`](crate::request::ReviewRequest) into a [`ModuleReport`].
+//! [`Limits`] bound every review; [`WasiPolicy`] says how much of WASI a
+//! guest sees.
 
 mod blocking;
 mod cache;
@@ -20,6 +19,7 @@ mod state;
 mod ticker;
 pub(crate) mod wasi;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker};
@@ -58,14 +58,19 @@ const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 /// Why the sandbox could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    /// wasmtime refused the engine configuration.
-    #[error("cannot create the wasmtime engine: {0}")]
+    /// wasmtime refused the engine configuration, or could not reserve the
+    /// instance pool.
+    #[error(
+        "cannot create the wasmtime engine: {0}; if the instance pool could not be reserved, lower `concurrent_reviews` in the limits or raise the process's virtual memory limit (`ulimit -v`)"
+    )]
     Engine(String),
-    /// The host imports could not be linked.
-    #[error("cannot link the host imports: {0}")]
+    /// The host imports could not be linked (a bug in gatehouse).
+    #[error("cannot link the host imports: {0}; this is a bug in gatehouse, please report it")]
     Link(String),
     /// The deadline thread could not be started.
-    #[error("cannot start the deadline ticker thread: {0}")]
+    #[error(
+        "cannot start the deadline ticker thread: {0}; the process may be at its thread limit (`ulimit -u`)"
+    )]
     Ticker(std::io::Error),
 }
 
@@ -79,8 +84,37 @@ pub(crate) struct Shared {
     _ticker: EpochTicker,
 }
 
-/// The engine every module runs in. Cheap to clone; clones share the engine,
-/// the pool and the ticker, which stops when the last clone is dropped.
+/// The engine every module runs in: one wasmtime engine with an instance
+/// pool sized by its [`Limits`], a deadline thread, and a linker that offers
+/// guests only the `logging` import and a closed WASI. Load modules into it
+/// with [`Sandbox::load_file`] or [`Sandbox::load_bytes`].
+///
+/// Cheap to clone; clones share the engine, the pool and the deadline
+/// thread, which stops when the last clone (and the last module loaded into
+/// it) is dropped. Make one per process and share it: the pool reserves
+/// address space for [`Limits::concurrent_reviews`] instances.
+///
+/// [`Sandbox::builder`] sets everything there is to set;
+/// [`Sandbox::new`] is the shortcut for limits alone.
+///
+/// ```
+/// use std::time::Duration;
+/// use gatehouse_core::sandbox::{Limits, Sandbox, WasiPolicy};
+///
+/// let limits = Limits::builder()
+///     .deadline(Duration::from_millis(20))
+///     .concurrent_reviews(4)
+///     .build();
+/// let sandbox = Sandbox::builder()
+///     .limits(limits)
+///     .wasi(WasiPolicy::Deny)
+///     .build()?;
+/// assert_eq!(sandbox.limits().deadline(), Duration::from_millis(20));
+/// assert_eq!(sandbox.wasi_policy(), WasiPolicy::Deny);
+/// // No cache asked for: modules are compiled in memory.
+/// assert_eq!(sandbox.compile_cache_dir(), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Sandbox {
     shared: Arc<Shared>,
@@ -90,47 +124,80 @@ impl std::fmt::Debug for Sandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sandbox")
             .field("limits", &self.shared.limits)
+            .field("wasi", &self.shared.wasi)
+            .field("compile_cache_dir", &self.compile_cache_dir())
             .finish_non_exhaustive()
     }
 }
 
-impl Sandbox {
-    /// Creates the engine, the instance pool sized by `limits`, the linker and
-    /// the deadline ticker, with WASI [closed](WasiPolicy::Closed).
-    pub fn new(limits: Limits) -> Result<Sandbox, SandboxError> {
-        Sandbox::with_wasi(limits, WasiPolicy::Closed)
+/// Builds a [`Sandbox`]: its [`Limits`], its [`WasiPolicy`] and where
+/// compiled modules are cached. Every setting is optional; the defaults are
+/// [`Limits::default`], [`WasiPolicy::Closed`] and no compile cache.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxBuilder {
+    limits: Limits,
+    wasi: WasiPolicy,
+    compile_cache: Option<PathBuf>,
+}
+
+impl SandboxBuilder {
+    /// The limits every review runs under (and that size the instance pool).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
-    /// Like [`Sandbox::new`], with the given WASI policy.
-    pub fn with_wasi(limits: Limits, wasi: WasiPolicy) -> Result<Sandbox, SandboxError> {
-        Sandbox::build(limits, wasi, None)
+    /// How much of WASI guests are linked against (default
+    /// [`WasiPolicy::Closed`]).
+    pub fn wasi(mut self, policy: WasiPolicy) -> Self {
+        self.wasi = policy;
+        self
     }
 
-    /// Like [`Sandbox::new`], keeping compiled modules in `dir` so that
-    /// restarts and swaps back skip compilation. `dir` is created 0700 if
-    /// missing; artifacts are written 0600, never through a symbolic link,
-    /// each with an HMAC under a random key kept beside the directory
-    /// (`<dir>.key`, 0600), over the artifact, the module's sha256 and the
-    /// engine's compatibility hash. Only an artifact whose HMAC verifies is
-    /// ever loaded; any other is discarded and compiled again.
+    /// Keeps compiled modules in `dir`, so that restarts and swaps back skip
+    /// compilation. `dir` is created 0700 if missing; artifacts are written
+    /// 0600, never through a symbolic link, each with an HMAC under a random
+    /// key kept beside the directory (`<dir>.key`, 0600), over the artifact,
+    /// the module's sha256 and the engine's compatibility hash. Only an
+    /// artifact whose HMAC verifies is ever loaded; any other is discarded
+    /// and compiled again.
     ///
     /// The directory is a private directory ([`crate::private_fs`]): one of
     /// this user's that group or others may use is made 0700; a symbolic
     /// link or another user's directory (or a key file that is not this
     /// user's alone) is refused with a warning that says how to fix it, and
-    /// modules are then compiled in memory: [`Sandbox::compile_cache_dir`] is
-    /// `None`.
-    pub fn with_compile_cache(
-        limits: Limits,
-        dir: impl Into<std::path::PathBuf>,
-    ) -> Result<Sandbox, SandboxError> {
-        Sandbox::build(limits, WasiPolicy::Closed, Some(dir.into()))
+    /// modules are then compiled in memory: [`Sandbox::compile_cache_dir`]
+    /// is `None`. A cache never makes [`build`](Self::build) fail.
+    pub fn compile_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.compile_cache = Some(dir.into());
+        self
+    }
+
+    /// Creates the engine, the instance pool, the linker and the deadline
+    /// thread.
+    pub fn build(self) -> Result<Sandbox, SandboxError> {
+        Sandbox::build(self.limits, self.wasi, self.compile_cache)
+    }
+}
+
+impl Sandbox {
+    /// A builder with the defaults: [`Limits::default`], WASI
+    /// [closed](WasiPolicy::Closed), no compile cache.
+    pub fn builder() -> SandboxBuilder {
+        SandboxBuilder::default()
+    }
+
+    /// A sandbox with `limits`, WASI [closed](WasiPolicy::Closed) and no
+    /// compile cache: the shortcut for
+    /// `Sandbox::builder().limits(limits).build()`.
+    pub fn new(limits: Limits) -> Result<Sandbox, SandboxError> {
+        Sandbox::builder().limits(limits).build()
     }
 
     fn build(
         limits: Limits,
         wasi: WasiPolicy,
-        compile_cache: Option<std::path::PathBuf>,
+        compile_cache: Option<PathBuf>,
     ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
         let reviews = limits.concurrent_reviews();
@@ -206,20 +273,30 @@ impl Sandbox {
 
     /// The directory compiled modules are cached in, or `None` when they are
     /// compiled in memory (no cache asked for, or the directory refused).
-    pub fn compile_cache_dir(&self) -> Option<&std::path::Path> {
+    pub fn compile_cache_dir(&self) -> Option<&Path> {
         self.shared.compile_cache.as_ref().map(|cache| cache.dir())
     }
 
-    /// The engine (for inspection and precompilation).
-    pub fn engine(&self) -> &Engine {
+    /// The engine (for `inspect`).
+    pub(crate) fn engine(&self) -> &Engine {
         &self.shared.engine
     }
 
-    /// Loads, validates and pre-instantiates a module from a file. With
-    /// `pinned_sha256`, a module whose digest differs is refused.
+    /// Loads a reviewer from a component file: reads it, checks the pin,
+    /// compiles it (or takes it from the compile cache), checks that it
+    /// exports the `review` interface at a supported contract version and
+    /// imports nothing but `logging` and WASI 0.2, and pre-instantiates it.
+    /// Its [name](ReviewerModule::name) is the file stem
+    /// ([`ReviewerModule::renamed`] gives it another).
+    ///
+    /// `pinned_sha256` is the digest the module must have (hex, optionally
+    /// prefixed `sha256:`, any case); a module whose digest differs is
+    /// refused. `None` loads whatever the file holds.
+    ///
+    /// Every error names the file and says what is wrong with it.
     pub fn load_file(
         &self,
-        path: impl AsRef<std::path::Path>,
+        path: impl AsRef<Path>,
         pinned_sha256: Option<&str>,
     ) -> Result<ReviewerModule, LoadError> {
         let path = path.as_ref();
@@ -234,8 +311,9 @@ impl Sandbox {
         self.load_bytes(&name, &path.display().to_string(), &bytes, pinned_sha256)
     }
 
-    /// Loads a module from bytes. `name` names it in logs and reports,
-    /// `source` says where it came from (a path, say) in errors.
+    /// Loads a reviewer from the bytes of a component, like
+    /// [`Sandbox::load_file`]: `name` names it in logs and reports, `source`
+    /// says where it came from (a path, a URL) in errors.
     pub fn load_bytes(
         &self,
         name: &str,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, ComponentExportIndex, Instance, TypedFunc};
+use wasmtime::component::{ComponentExportIndex, Instance, TypedFunc};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::Shared;
@@ -86,15 +86,61 @@ impl Prepared {
     }
 }
 
-/// A validated, pre-instantiated reviewer module. Cheap to share behind an
-/// `Arc`; every review gets a fresh instance, so no state survives a review.
+/// A reviewer, loaded: compiled, checked against the contract and
+/// pre-instantiated, ready to review. Made by [`Sandbox::load_file`] or
+/// [`Sandbox::load_bytes`], and bound to that sandbox's limits.
+///
+/// Every [`review`](Self::review) runs in a fresh instance that is dropped
+/// after it, so no state survives from one review to the next and one module
+/// can review on many threads at once: share it behind an `Arc` (a
+/// [`ChainLink`](crate::chain::ChainLink) holds it that way). A review never
+/// panics on what the guest does; a guest that traps, overruns its deadline
+/// or caps, or answers what was not asked comes back as a
+/// [`ReviewFailure`] in the report.
+///
+/// [`Sandbox::load_file`]: super::Sandbox::load_file
+/// [`Sandbox::load_bytes`]: super::Sandbox::load_bytes
+///
+/// ```
+/// use gatehouse_core::context::ReviewContext;
+/// use gatehouse_core::elicitation::{ElicitationParams, RequestId};
+/// use gatehouse_core::outcome::Decision;
+/// use gatehouse_core::request::ReviewRequest;
+/// use gatehouse_core::sandbox::{Limits, Sandbox};
+/// # let guests = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+/// #     || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+/// #     std::path::PathBuf::from,
+/// # ).join("wasm32-wasip2/guest");
+/// # assert!(guests.exists(), "{} is missing: run .ci/build-guests", guests.display());
+/// # let guardian_wasm = guests.join("gatehouse_guardian.wasm");
+///
+/// let sandbox = Sandbox::new(Limits::default())?;
+/// let guardian = sandbox.load_file(&guardian_wasm, None)?;
+/// assert_eq!(guardian.name(), "gatehouse_guardian");
+/// let info = guardian.describe()?;
+/// assert!(info.claims.iter().any(|claim| claim == "guardian-compatible"));
+///
+/// let params = ElicitationParams::from_wire(&serde_json::json!({
+///     "message": "Allow the agent to run delete_branch?",
+///     "requestedSchema": {"type": "object", "properties": {}},
+///     "_meta": {"codex_request_type": "approval_request",
+///               "codex_approval_kind": "mcp_tool_call", "tool_name": "delete_branch"}
+/// }))?;
+/// let request = ReviewRequest::new(params, ReviewContext::new("github", RequestId::Number(1)));
+/// // The module's configuration is JSON text; the guardian's `{}` denies
+/// // every tool that is neither allowed nor known to be read-only.
+/// let report = guardian.review("{}", &request);
+/// let outcome = report.result?;
+/// assert_eq!(outcome.decision.name(), "decline");
+/// assert!(matches!(outcome.decision, Decision::Decline { message: Some(_) }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct ReviewerModule {
     shared: Arc<Shared>,
     name: Arc<str>,
     source: String,
     digest: String,
     size: usize,
-    component: Component,
     prepared: Prepared,
 }
 
@@ -159,7 +205,6 @@ impl ReviewerModule {
         source: String,
         digest: String,
         size: usize,
-        component: Component,
         prepared: Prepared,
     ) -> Self {
         ReviewerModule {
@@ -168,7 +213,6 @@ impl ReviewerModule {
             source,
             digest,
             size,
-            component,
             prepared,
         }
     }
@@ -198,11 +242,6 @@ impl ReviewerModule {
         self.size
     }
 
-    /// The compiled component.
-    pub fn component(&self) -> &Component {
-        &self.component
-    }
-
     /// The same module under another name (for logs and reports).
     pub fn renamed(&self, name: &str) -> ReviewerModule {
         ReviewerModule {
@@ -211,7 +250,6 @@ impl ReviewerModule {
             source: self.source.clone(),
             digest: self.digest.clone(),
             size: self.size,
-            component: self.component.clone(),
             prepared: self.prepared.clone(),
         }
     }
