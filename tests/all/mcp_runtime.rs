@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_mcp::connection::DeclineAll;
-use gatehouse_mcp::result_text as text;
+use gatehouse_mcp::handler::DeclineAll;
 use gatehouse_mcp::runtime::{McpRuntime, RuntimeError};
 use gatehouse_mcp::server_config::{RawServer, ServerConfig};
 use gatehouse_mcp::source::ConfigSource;
+use gatehouse_tests::result_text as text;
 use gatehouse_tests::{HttpServer, demo_server, hostile_server};
 use serde_json::json;
 

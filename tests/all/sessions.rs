@@ -11,12 +11,12 @@ use std::time::Duration;
 use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_mcp::audit::AuditLog;
 use gatehouse_mcp::calls::{CallKind, Calls, UpstreamCall};
-use gatehouse_mcp::connection::{Delivery, IncomingElicitation};
 use gatehouse_mcp::gateway::{Gateway, SERVER_META_KEY, Upstream};
-use gatehouse_mcp::result_text as text;
+use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
 use gatehouse_mcp::router::{ElicitationSettings, Router};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
+use gatehouse_tests::result_text as text;
 use gatehouse_tests::{demo_server, load, sandbox};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,

@@ -14,6 +14,8 @@ pub mod load;
 pub mod raw_http;
 mod table_bomb;
 pub use table_bomb::table_bomb_component;
+mod tool_result;
+pub use tool_result::result_text;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

@@ -169,12 +169,7 @@ impl Case {
         if let Some(tools) = &self.tools {
             let catalog = ToolCatalog::from_wire(tools)
                 .map_err(|error| invalid(format!("tools: {error}")))?;
-            let tool_name = params
-                .meta
-                .as_ref()
-                .and_then(|meta| meta.get("tool_name"))
-                .and_then(Value::as_str);
-            context.catalog = catalog.lookup(tool_name);
+            context.catalog = catalog.entry_for(&params);
         }
         Ok(ReviewRequest::new(params, context))
     }

@@ -3,7 +3,7 @@
 //! file in one directory, and every call is timed.
 //!
 //! ```text
-//! cargo run --release -p gatehouse --example audit_write -- [DIR] [RECORDS]
+//! cargo run --release -p gatehouse-mcp --example audit_write -- [DIR] [RECORDS]
 //! ```
 //!
 //! `DIR` (default: the system temp directory) should be on the disk the

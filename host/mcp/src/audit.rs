@@ -332,7 +332,13 @@ impl AuditLog {
         })
     }
 
-    /// Keeps lines in memory (tests, embedding).
+    /// A log that keeps its lines in memory, read back with
+    /// [`AuditLog::lines`]: for a host whose records need not outlive it
+    /// (`gatehouse demo` prints them after its run; a library host that
+    /// ships them elsewhere itself) and for tests. Nothing is synced
+    /// (`audit_sync` is `never`), [`AuditLog::reopen`] does nothing and
+    /// [`AuditLog::path`] is `<memory>`. The lines grow without bound: a
+    /// long-running host wants [`AuditLog::open`].
     pub fn in_memory() -> AuditLog {
         AuditLog {
             shared: Arc::new(Shared {

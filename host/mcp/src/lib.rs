@@ -6,7 +6,7 @@
 //!
 //! The data flows one way: [`runtime::McpRuntime`] (connections, tool
 //! catalog) → [`router::Router`] (each connection's
-//! [`connection::ElicitationHandler`]) → the core's review chain → an audit
+//! [`handler::ElicitationHandler`]) → the core's review chain → an audit
 //! line ([`audit`]) → the answer back to the server; what no module decides
 //! goes to the person behind the upstream session ([`gateway`]).
 
@@ -17,6 +17,7 @@ pub mod connection;
 pub mod control;
 pub mod discovery;
 pub mod gateway;
+pub mod handler;
 pub mod naming;
 pub mod refresh;
 pub mod reload;
@@ -35,24 +36,3 @@ mod capture;
 
 /// The method of an elicitation request.
 pub const ELICITATION_METHOD: &str = "elicitation/create";
-
-/// The text parts of a tool result, joined by newlines (what a person reads).
-///
-/// ```
-/// use rmcp::model::{CallToolResult, ContentBlock};
-/// let result = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
-/// assert_eq!(gatehouse_mcp::result_text(&result), "a\nb");
-/// ```
-pub fn result_text(result: &rmcp::model::CallToolResult) -> String {
-    let wire = serde_json::to_value(result).unwrap_or_default();
-    wire["content"]
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter_map(|part| part["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
-}

@@ -20,7 +20,8 @@ use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use tokio::sync::watch;
 
-use crate::connection::{ConnectError, Connection, ConnectionHooks, ElicitationHandler};
+use crate::connection::{ConnectError, Connection};
+use crate::handler::{ConnectionHooks, ElicitationHandler};
 use crate::naming::qualified_names;
 use crate::refresh::RefreshState;
 use crate::server_config::ServerConfig;
@@ -57,9 +58,12 @@ pub enum RuntimeError {
     Call(ConnectError),
 }
 
-/// One tool in the catalog.
+/// One tool the runtime serves: the tool as its server lists it, with that
+/// server and the qualified name (`server__tool`, [`crate::naming`]) it is
+/// served under upstream. (The reviewer's view of a listed tool is the
+/// core's [`gatehouse_core::context::CatalogTool`].)
 #[derive(Debug, Clone)]
-pub struct CatalogEntry {
+pub struct QualifiedTool {
     /// The qualified name (`server__tool`).
     pub qualified: String,
     /// The server.
@@ -74,7 +78,7 @@ pub struct Snapshot {
     /// Increases with every published refresh.
     pub generation: u64,
     connections: BTreeMap<String, Arc<Connection>>,
-    tools: Vec<CatalogEntry>,
+    tools: Vec<QualifiedTool>,
     by_name: HashMap<String, usize>,
     failures: BTreeMap<String, String>,
 }
@@ -91,12 +95,12 @@ impl Snapshot {
     }
 
     /// Every tool, in server then listing order.
-    pub fn tools(&self) -> &[CatalogEntry] {
+    pub fn tools(&self) -> &[QualifiedTool] {
         &self.tools
     }
 
     /// A tool by qualified name.
-    pub fn tool(&self, qualified: &str) -> Option<&CatalogEntry> {
+    pub fn tool(&self, qualified: &str) -> Option<&QualifiedTool> {
         self.by_name
             .get(qualified)
             .and_then(|index| self.tools.get(*index))
@@ -155,7 +159,7 @@ struct Inner {
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use gatehouse_mcp::server_config::RawServer;
-/// use gatehouse_mcp::connection::DeclineAll;
+/// use gatehouse_mcp::handler::DeclineAll;
 /// use gatehouse_mcp::runtime::McpRuntime;
 /// let server = RawServer { command: Some("my-mcp-server".into()), ..RawServer::default() }.check("files")?;
 /// let runtime = McpRuntime::new(vec![server], Arc::new(DeclineAll));
@@ -384,7 +388,7 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
     for (server, server_tools) in &listed {
         for tool in server_tools {
             if let Some(qualified) = names.next() {
-                tools.push(CatalogEntry {
+                tools.push(QualifiedTool {
                     qualified,
                     server: server.clone(),
                     tool: tool.clone(),
@@ -412,7 +416,7 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
     Ok(())
 }
 
-fn same_catalog(before: &[CatalogEntry], after: &[CatalogEntry]) -> bool {
+fn same_catalog(before: &[QualifiedTool], after: &[QualifiedTool]) -> bool {
     before.len() == after.len()
         && before
             .iter()

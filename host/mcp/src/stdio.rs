@@ -1,9 +1,8 @@
 //! A stdio MCP server as an rmcp transport: the child process, started with
 //! a closed environment, its stderr logged (line-capped, lossy, escaped,
-//! rate-limited: [`drain_stderr`]), its stdout read line by line
-//! through [`rescue_message`](crate::rescue::rescue_message) before rmcp
-//! decodes it, and shut down politely (stdin closed, then SIGTERM, then
-//! SIGKILL) when the connection ends.
+//! rate-limited: [`drain_stderr`]), its stdout read line by line through
+//! [`rescue_message`] before rmcp decodes it, and shut down politely (stdin
+//! closed, then SIGTERM, then SIGKILL) when the connection ends.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

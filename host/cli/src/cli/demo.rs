@@ -16,7 +16,7 @@ use gatehouse_core::escape::Escaped;
 use gatehouse_core::sandbox::{Limits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
 use gatehouse_mcp::calls::SessionId;
-use gatehouse_mcp::connection::IncomingElicitation;
+use gatehouse_mcp::handler::IncomingElicitation;
 use gatehouse_mcp::router::{ElicitationSettings, NotAsked, Person, Router, ServerOverrides};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;

@@ -117,12 +117,7 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
             context.request_id = id;
         }
         if let Some(catalog) = &catalog {
-            let tool_name = params
-                .meta
-                .as_ref()
-                .and_then(|meta| meta.get("tool_name"))
-                .and_then(Value::as_str);
-            context.catalog = catalog.lookup(tool_name);
+            context.catalog = catalog.entry_for(&params);
         }
         let request = ReviewRequest::new(params, context);
         let report = chain.review(&request);

@@ -6,7 +6,6 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-
 use crate::paths::{demo_server, existing, guest, root, target};
 
 fn gatehouse(args: &[&str]) -> Output {
@@ -762,7 +761,7 @@ async fn serve_starts_a_plugin_once_gatehouse_plugins_trust_records_it() {
         .await
         .expect("the trusted plugin answers");
     assert!(
-        gatehouse_mcp::result_text(&result).contains("[dropped] hi"),
+        crate::tool_result::result_text(&result).contains("[dropped] hi"),
         "{result:?}"
     );
     client.cancel().await.expect("stop");

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use gatehouse_mcp::result_text as text;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability, Implementation,
@@ -17,9 +16,9 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-
 use crate::http_gateway::{HttpGateway, reload};
 use crate::paths::{demo_server, existing, target};
+use crate::tool_result::result_text as text;
 
 /// A config with demo-server `git` and the guardian.
 fn config(dir: &Path, guardian_config: &str) -> PathBuf {

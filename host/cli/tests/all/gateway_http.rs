@@ -10,15 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gatehouse_mcp::gateway::http::{HttpAuth, HttpServer};
-use gatehouse_mcp::result_text as text;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ServerHandler, ServiceExt};
 use serde_json::json;
 
-
 use crate::paths::demo_server;
+use crate::tool_result::result_text as text;
 
 /// A config with demo-server `git` and `gateway` as its `[gateway]` section.
 fn config(dir: &Path, gateway: &str) -> PathBuf {

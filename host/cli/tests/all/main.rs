@@ -7,6 +7,8 @@
 mod capture;
 mod http_gateway;
 mod paths;
+#[path = "../../../../tests/support/tool_result.rs"]
+mod tool_result;
 
 mod cli;
 mod compile_cache;

@@ -16,7 +16,6 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
-
 use crate::paths::demo_server;
 
 /// `gatehouse serve` over stdio in front of demo-servers, each with its

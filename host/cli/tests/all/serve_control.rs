@@ -7,14 +7,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gatehouse_mcp::result_text as text;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-
 use crate::http_gateway::{HttpGateway, reload};
 use crate::paths::{demo_server, existing, target};
+use crate::tool_result::result_text as text;
 
 /// demo-server `git` reviewed by the guardian, audited to `audit.jsonl`.
 fn config(dir: &Path) -> PathBuf {

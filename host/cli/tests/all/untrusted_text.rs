@@ -28,8 +28,6 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncReadExt;
 
-
-
 use crate::paths::{guest, root, target};
 
 fn gatehouse(args: &[&str]) -> Output {

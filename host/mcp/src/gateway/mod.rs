@@ -1,8 +1,8 @@
 //! The gateway: gatehouse as an MCP server in front of the MCP runtime. It
 //! lists the aggregated tools under qualified names and forwards
 //! `tools/call` to the right server; forwards resources and prompts
-//! ([`forward`]); tells the upstream client when the catalog changes; and
-//! puts what the chain defers in front of the person ([`upstream`]).
+//! (`forward`); tells the upstream client when the catalog changes; and
+//! puts what the chain defers in front of the person (`upstream`).
 
 mod forward;
 pub mod http;

@@ -17,7 +17,7 @@ use rmcp::service::Peer;
 use serde_json::Value;
 
 use crate::calls::SessionId;
-use crate::connection::{ELICITATION_COMPLETE, IncomingElicitation};
+use crate::handler::{ELICITATION_COMPLETE, IncomingElicitation};
 use crate::router::{NotAsked, Person};
 use gatehouse_core::elicitation::strip_transport_keys;
 

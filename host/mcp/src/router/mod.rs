@@ -2,12 +2,23 @@
 //! routing order (auto-deny; strict review; `never` and `granular`
 //! short-cuts; the chain of modules; else the person), answered exactly once
 //! and recorded in the audit log before the answer leaves.
+//!
+//! By job: the [`Router`] here orchestrates (the registries, the chain on a
+//! blocking thread under its watchdog, the audit line); `policy` decides
+//! where an elicitation goes and what a chain's report means, as plain
+//! functions; `person` asks the [`Person`] (timeout and cancellation);
+//! `admission` shares the review pool fairly across servers; `pending` is
+//! the registry type; `settings` is `[elicitations]`.
 
 mod admission;
 mod pending;
+mod person;
+mod policy;
 mod settings;
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -16,83 +27,70 @@ use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::Value;
 
 pub use pending::{Pending, PendingEntry};
+pub use person::{NoPerson, NotAsked, Person};
+pub use policy::{ROUTER_STEP, STRICT_KEY};
 pub use settings::{
     DEFAULT_MAX_IN_FLIGHT_PER_SERVER, Effective, ElicitationSettings, ServerOverrides, Unhandled,
 };
 
 use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
 use crate::calls::{Binding, Calls, SessionId};
-use crate::connection::{Delivery, ElicitationHandler, IncomingElicitation};
-use gatehouse_core::answer::{Action, ElicitAnswer, REVIEW_FAILED_MESSAGE};
+use crate::handler::{Delivery, ElicitationHandler, IncomingElicitation};
+use gatehouse_core::answer::{Action, ElicitAnswer};
 use gatehouse_core::chain::{Chain, ChainReport, Verdict};
-use gatehouse_core::context::{ApprovalPolicy, ApprovalsReviewer, ReviewContext, ToolCatalog};
-use gatehouse_core::elicitation::{Elicitation, ElicitationParams, ParamsError, RequestId};
+use gatehouse_core::context::{ReviewContext, ToolCatalog};
+use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::failure::ReviewFailure;
-use gatehouse_core::outcome::Decision;
 use gatehouse_core::request::ReviewRequest;
-use gatehouse_core::schema;
-
-/// `_meta` key asking for strict automated review.
-pub const STRICT_KEY: &str = "codex_strict_auto_review";
-
-/// Why the person was not asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotAsked {
-    /// No upstream client is connected (or the session asked for is gone).
-    #[error("no upstream client to ask")]
-    NoClient,
-    /// The client did not declare this elicitation mode.
-    #[error("the upstream client does not accept {0} elicitations")]
-    ModeNotDeclared(&'static str),
-    /// The params cannot be put on the wire as an elicitation.
-    #[error("the elicitation cannot be forwarded: {0}")]
-    Unforwardable(String),
-    /// The session already has this many questions waiting.
-    #[error("the upstream session already has {limit} questions waiting (max_pending_per_session)")]
-    TooManyPending {
-        /// The configured limit.
-        limit: usize,
-    },
-}
-
-/// Puts an elicitation in front of the person (through the upstream client).
-pub trait Person: Send + Sync + 'static {
-    /// Asks the person behind `session` (the upstream session the
-    /// elicitation is tied to; `None` when the router has no call registry,
-    /// as in tests and embeddings without a gateway) and returns their
-    /// answer, or why nobody was asked.
-    fn ask(
-        &self,
-        elicitation: &IncomingElicitation,
-        session: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked>;
-
-    /// The server finished the URL-mode elicitation `elicitation_id` out of
-    /// band; tell the person's client if it was shown there. The default
-    /// does nothing.
-    fn completed(&self, server: &str, elicitation_id: &str) {
-        let _ = (server, elicitation_id);
-    }
-}
-
-/// Nobody to ask: what the chain leaves undecided gets `on_unhandled`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoPerson;
-
-impl Person for NoPerson {
-    fn ask(
-        &self,
-        _: &IncomingElicitation,
-        _: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
-        Err(NotAsked::NoClient)
-    }
-}
+use person::{Question, Tie};
+use policy::{AfterChain, Decided, Route};
 
 type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
 
 /// The router. Share it behind an `Arc`; `Arc<Router>` is the
 /// [`ElicitationHandler`] of every connection.
+///
+/// [`Router::route`] takes one elicitation from arrival to answer: it
+/// counts it against its server's `max_in_flight_per_server`, registers a
+/// pushed request by its id, parses the params, asks the policy where it
+/// goes, runs the chain or asks the person, writes the audit line and
+/// returns the answer. Chain and settings are swapped whole
+/// ([`Router::swap_chain`], [`Router::swap_settings`]); an elicitation keeps
+/// what it started with.
+///
+/// # Registries
+///
+/// The router keeps two registries of [`Pending`] type, keyed by
+/// (server, id); each entry is a [`PendingEntry`] guard, owned by the one
+/// routing task it belongs to and removed when that guard drops (a dropped
+/// entry removes only itself, never a later one under the same key).
+///
+/// - **arrivals**: the pushed `elicitation/create` requests in flight
+///   ([`Delivery::Request`]), by the JSON-RPC id as JSON text (`7` and
+///   `"7"` stay apart). `route` adds the entry on arrival, before anything
+///   else happens, and drops it once the answer is decided, just before the
+///   audit line is written. Input requests ([`Delivery::InputRequest`]) are
+///   never in it: their keys repeat across calls by design. Invariant: at
+///   most one live entry per key. A request that arrives under a live key
+///   cancels the earlier entry's token (handed to the person's wait, so an
+///   earlier one waiting for the person answers `cancel`) and is itself
+///   answered `cancel` at once, unreviewed: rmcp keeps one response slot per
+///   id, so the server hears one answer either way, and nothing is left
+///   waiting.
+/// - **pending** ([`Router::pending`]): the questions waiting for the
+///   person. The person's wait adds the entry once the [`Person`] took the
+///   question, under the request id made unique with a serial (so an entry
+///   is never replaced), and drops it when the wait ends: answer,
+///   `person_timeout_sec`, the server's cancellation or a cancel through
+///   this registry. Invariant: every entry has exactly one waiter, and
+///   cancelling its token ([`Pending::cancel_all`]: a server disconnected,
+///   or [`Router::drain`] at shutdown) makes that waiter answer `cancel` and
+///   write its audit line.
+///
+/// Besides them the router counts elicitations in flight, in total
+/// ([`Router::in_flight`]) and per server (for
+/// `max_in_flight_per_server`); each count is held by a guard for the
+/// whole of `route`, audit line included.
 pub struct Router {
     chain: ArcSwap<Chain>,
     settings: ArcSwap<ElicitationSettings>,
@@ -101,15 +99,17 @@ pub struct Router {
     catalog: OnceLock<CatalogSource>,
     calls: OnceLock<Arc<Calls>>,
     reviews: admission::Admission,
+    /// The questions waiting for the person (see "Registries").
     pending: Pending,
+    /// The pushed requests in flight, by id (see "Registries").
     arrivals: Pending,
-    in_flight: std::sync::atomic::AtomicUsize,
-    per_server: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    in_flight: AtomicUsize,
+    per_server: Mutex<HashMap<String, usize>>,
 }
 
 /// Counts one of a server's elicitations in flight while alive.
 struct ServerSlot<'a> {
-    counts: &'a std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    counts: &'a Mutex<HashMap<String, usize>>,
     server: String,
 }
 
@@ -127,11 +127,11 @@ impl Drop for ServerSlot<'_> {
 }
 
 /// Counts a route in flight while alive.
-struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+struct InFlight<'a>(&'a AtomicUsize);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -140,33 +140,6 @@ impl std::fmt::Debug for Router {
         f.debug_struct("Router")
             .field("settings", &self.settings)
             .finish_non_exhaustive()
-    }
-}
-
-/// What ties an elicitation to others, learned on arrival.
-struct Tie<'a> {
-    /// Cancelled when the server reuses the request id while it waits.
-    replaced: Option<tokio_util::sync::CancellationToken>,
-    /// Whose upstream request it belongs to (with a call registry).
-    binding: Option<&'a Binding>,
-}
-
-/// How one elicitation was decided.
-struct Decided {
-    answer: Result<ElicitAnswer, ErrorData>,
-    by: DecidedBy,
-    reason: String,
-    steps: Vec<AuditStep>,
-}
-
-impl Decided {
-    fn new(answer: ElicitAnswer, by: DecidedBy, reason: impl Into<String>) -> Self {
-        Decided {
-            answer: Ok(answer),
-            by,
-            reason: reason.into(),
-            steps: Vec::new(),
-        }
     }
 }
 
@@ -190,8 +163,8 @@ impl Router {
             reviews: admission::Admission::new(concurrent_reviews),
             pending: Pending::default(),
             arrivals: Pending::default(),
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
-            per_server: std::sync::Mutex::new(std::collections::HashMap::new()),
+            in_flight: AtomicUsize::new(0),
+            per_server: Mutex::new(HashMap::new()),
         }
     }
 
@@ -234,38 +207,35 @@ impl Router {
         self.settings.load_full()
     }
 
-    /// The elicitations waiting for the person.
+    /// The elicitations waiting for the person (the pending registry; see
+    /// "Registries" above): count them, or cancel a server's or all.
     pub fn pending(&self) -> &Pending {
         &self.pending
     }
 
     /// How many elicitations are being routed right now.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// Cancels everything waiting for the person and waits (up to `grace`)
     /// until every elicitation in flight is answered and audited.
-    pub async fn drain(&self, grace: std::time::Duration) {
+    pub async fn drain(&self, grace: Duration) {
         self.pending.cancel_all(None);
         let deadline = Instant::now() + grace;
         while self.in_flight() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
     /// Routes one elicitation and writes its audit line; returns the answer.
     pub async fn route(&self, elicitation: IncomingElicitation) -> Result<ElicitResult, ErrorData> {
-        self.in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
         let _in_flight = InFlight(&self.in_flight);
         let started = Instant::now();
         let (_slot, over_cap) = self.take_server_slot(&elicitation.server);
         // A pushed request's id must be unique among the server's requests
-        // in flight. A reuse cancels the earlier one (if it waits for the
-        // person) and answers the later `cancel` at once: rmcp keeps one
-        // response slot per id, so the server hears one answer either way,
-        // and nothing is left waiting.
+        // in flight (the arrivals registry; see "Registries").
         let arrival = match elicitation.delivery {
             Delivery::Request => Some(self.arrivals.register_checked(
                 &elicitation.server,
@@ -275,42 +245,18 @@ impl Router {
         };
         let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced);
         let binding = self.bind(&elicitation.server);
-        let parsed = ElicitationParams::from_wire(&elicitation.params).and_then(|params| {
-            match &params.elicitation {
-                Elicitation::Url { elicitation_id, .. }
-                    if elicitation_id.is_empty() && elicitation.delivery == Delivery::Request =>
-                {
-                    Err(ParamsError::MissingElicitationId)
-                }
-                _ => Ok(params),
-            }
-        });
+        let parsed = policy::parse(&elicitation.params, elicitation.delivery);
         let mode = match &parsed {
             Ok(params) => params.elicitation.mode().to_string(),
             Err(_) => "invalid".to_owned(),
         };
         let mut decided = if let Some(limit) = over_cap {
-            Decided::new(
-                ElicitAnswer::plain_decline(),
-                DecidedBy::Policy,
-                format!(
-                    "too many elicitations in flight from this server (max_in_flight_per_server = {limit})"
-                ),
-            )
+            Decided::over_cap(limit)
         } else if duplicate {
-            Decided::new(
-                ElicitAnswer::cancel(),
-                DecidedBy::Policy,
-                "duplicate request id: an earlier request with this id was still in flight; both are cancelled",
-            )
+            Decided::duplicate()
         } else {
             match parsed {
-                Err(error) => Decided {
-                    answer: Err(ErrorData::invalid_params(error.to_string(), None)),
-                    by: DecidedBy::Policy,
-                    reason: "invalid params".to_owned(),
-                    steps: Vec::new(),
-                },
+                Err(error) => Decided::invalid_params(&error),
                 Ok(params) => {
                     let tie = Tie {
                         replaced: arrival.as_ref().map(|(entry, _)| entry.replaced.clone()),
@@ -345,11 +291,9 @@ impl Router {
             // Reported, never swallowed; and nothing is accepted unaudited.
             tracing::error!(server = %elicitation.server, "{error}");
             if matches!(&decided.answer, Ok(answer) if answer.action == Action::Accept) {
-                decided.answer = Ok(ElicitAnswer::failed(
-                    &gatehouse_core::failure::ReviewFailure::Trap(
-                        "audit log unavailable".to_owned(),
-                    ),
-                ));
+                decided.answer = Ok(ElicitAnswer::failed(&ReviewFailure::Trap(
+                    "audit log unavailable".to_owned(),
+                )));
             }
         }
         match decided.answer {
@@ -398,6 +342,8 @@ impl Router {
         (slot, (count > limit).then_some(limit))
     }
 
+    /// Decides valid params: where the policy routes them, then the chain,
+    /// the strict review or the person.
     async fn decide(
         &self,
         elicitation: &IncomingElicitation,
@@ -406,100 +352,34 @@ impl Router {
     ) -> Decided {
         let all = self.settings.load_full();
         let settings = all.for_server(&elicitation.server);
-        if settings.auto_deny {
-            return Decided::new(
-                ElicitAnswer::plain_decline(),
-                DecidedBy::Policy,
-                "auto-deny",
-            );
-        }
-        let strict = params
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get(STRICT_KEY))
-            .is_some();
-        let request = self.review_request(elicitation, params, &settings);
-        if strict {
-            return self.strict_review(request).await;
-        }
-        match settings.approval_policy {
-            ApprovalPolicy::Never => {
-                let empty_form = matches!(&request.params().elicitation,
-                    Elicitation::Form { requested_schema, .. }
-                        if requested_schema.get("properties").and_then(Value::as_object).is_none_or(|p| p.is_empty()));
-                return if settings.auto_approve_prompts && empty_form {
-                    let answer = ElicitAnswer {
-                        action: Action::Accept,
-                        content: Some(Value::Object(serde_json::Map::new())),
-                        meta: None,
-                    };
-                    Decided::new(
-                        answer,
-                        DecidedBy::Policy,
-                        "approval policy never, prompts auto-approved",
-                    )
-                } else {
-                    let answer = ElicitAnswer::automated(&Decision::Decline { message: None })
-                        .unwrap_or_else(ElicitAnswer::plain_decline);
-                    Decided::new(answer, DecidedBy::Policy, "approval policy never")
-                };
+        match policy::route(&settings, &params) {
+            Route::Settled { answer, reason } => Decided::new(answer, DecidedBy::Policy, reason),
+            Route::Strict => {
+                let request = self.review_request(elicitation, params, &settings);
+                let report = self.run_chain(&request).await;
+                policy::strict(&report)
             }
-            ApprovalPolicy::Granular(flags) if !flags.mcp_elicitations => {
-                let answer = ElicitAnswer::automated(&Decision::Decline { message: None })
-                    .unwrap_or_else(ElicitAnswer::plain_decline);
-                return Decided::new(
-                    answer,
-                    DecidedBy::Policy,
-                    "granular policy without mcp_elicitations",
-                );
+            Route::Person { why } => {
+                let request = self.review_request(elicitation, params, &settings);
+                self.ask_person(&all, elicitation, &request, tie, Vec::new(), why)
+                    .await
             }
-            _ => {}
-        }
-        let automated = matches!(
-            settings.approval_policy,
-            ApprovalPolicy::OnRequest | ApprovalPolicy::Granular(_)
-        ) && settings.approvals_reviewer == ApprovalsReviewer::AutoReview;
-        if !automated {
-            return self
-                .ask_person(
-                    elicitation,
-                    &request,
-                    &all,
-                    tie,
-                    Vec::new(),
-                    "routed to the user",
-                )
-                .await;
-        }
-        let report = self.run_chain(&request).await;
-        let steps = audit_steps(&report);
-        match (&report.verdict, report.answer()) {
-            (Verdict::Decided { .. }, Some(answer)) => Decided {
-                answer: Ok(answer),
-                by: DecidedBy::Guest,
-                reason: "decided by the chain".to_owned(),
-                steps,
-            },
-            (Verdict::Failed { .. }, Some(answer)) => Decided {
-                answer: Ok(answer),
-                by: DecidedBy::Failure,
-                reason: failure_reason(&report),
-                steps,
-            },
-            _ => {
-                self.ask_person(
-                    elicitation,
-                    &request,
-                    &all,
-                    tie,
-                    steps,
-                    "every module deferred",
-                )
-                .await
+            Route::Chain => {
+                let request = self.review_request(elicitation, params, &settings);
+                let report = self.run_chain(&request).await;
+                match policy::after_chain(&report) {
+                    AfterChain::Answered(decided) => decided,
+                    AfterChain::Deferred { steps, why } => {
+                        self.ask_person(&all, elicitation, &request, tie, steps, why)
+                            .await
+                    }
+                }
             }
         }
     }
 
+    /// The review request for valid params: the server's context under the
+    /// settings in force, with the catalog entry of the tool it names.
     fn review_request(
         &self,
         elicitation: &IncomingElicitation,
@@ -510,16 +390,11 @@ impl Router {
             .ok()
             .and_then(|id| serde_json::from_value::<RequestId>(id).ok())
             .unwrap_or(RequestId::Number(0));
-        let tool_name = params
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get("tool_name"))
-            .and_then(Value::as_str);
         let catalog = self
             .catalog
             .get()
             .and_then(|source| source(&elicitation.server))
-            .map(|catalog| catalog.lookup(tool_name))
+            .map(|catalog| catalog.entry_for(&params))
             .unwrap_or_default();
         let mut context = ReviewContext::new(elicitation.server.clone(), request_id)
             .with_approval_policy(settings.approval_policy)
@@ -539,140 +414,25 @@ impl Router {
         watched(budget, move || chain.review(&request)).await
     }
 
-    /// Strict review: only a canonical automated answer passes; anything
-    /// else is the strict decline.
-    async fn strict_review(&self, request: ReviewRequest) -> Decided {
-        let report = self.run_chain(&request).await;
-        let steps = audit_steps(&report);
-        let canonical = match &report.verdict {
-            Verdict::Decided { outcome, .. } => match &outcome.decision {
-                Decision::Accept { content } => content.as_ref().is_none_or(|content| {
-                    content.as_object().is_some_and(|object| object.is_empty())
-                }),
-                Decision::Decline { .. } | Decision::Cancel => true,
-                Decision::Defer => false,
-            },
-            _ => false,
-        };
-        match report.answer() {
-            Some(answer) if canonical => Decided {
-                answer: Ok(answer),
-                by: DecidedBy::Guest,
-                reason: "strict review".to_owned(),
-                steps,
-            },
-            _ => Decided {
-                answer: Ok(ElicitAnswer::automated(&Decision::Decline {
-                    message: Some(REVIEW_FAILED_MESSAGE.to_owned()),
-                })
-                .unwrap_or_else(ElicitAnswer::plain_decline)),
-                by: DecidedBy::Failure,
-                reason: "strict review without a canonical answer".to_owned(),
-                steps,
-            },
-        }
-    }
-
+    /// Puts the elicitation to the person (`person::ask`), registered in
+    /// the pending registry while it waits.
     async fn ask_person(
         &self,
+        settings: &ElicitationSettings,
         elicitation: &IncomingElicitation,
         request: &ReviewRequest,
-        settings: &ElicitationSettings,
         tie: Tie<'_>,
         steps: Vec<AuditStep>,
         why: &str,
     ) -> Decided {
-        let Tie { replaced, binding } = tie;
-        let replaced = replaced.unwrap_or_default();
-        let unhandled = |reason: String, steps: Vec<AuditStep>| {
-            let answer = match settings.on_unhandled {
-                Unhandled::Decline => ElicitAnswer::plain_decline(),
-                Unhandled::Cancel => ElicitAnswer::cancel(),
-            };
-            Decided {
-                answer: Ok(answer),
-                by: DecidedBy::Unhandled,
-                reason,
-                steps,
-            }
-        };
-        // The person is whoever made the request the server is answering;
-        // an elicitation that cannot be tied to one session is shown to nobody.
-        let session = match binding {
-            None => None,
-            Some(binding) => match binding.session() {
-                Some(session) => Some(session),
-                None => {
-                    let why_unbound = binding.why_unbound().unwrap_or_default();
-                    return unhandled(format!("{why}; {why_unbound}"), steps);
-                }
-            },
-        };
-        let asking = match self.person.ask(elicitation, session) {
-            Ok(asking) => asking,
-            Err(not_asked) => return unhandled(format!("{why}; {not_asked}"), steps),
-        };
-        // Duplicate ids are settled on arrival (`route`); here every waiting
-        // elicitation just needs its own entry, for shutdown and disconnects.
-        let entry = self.pending.register_unique(
-            &elicitation.server,
-            &request.context().request_id.to_string(),
-        );
-        let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
-            answer: Ok(ElicitAnswer::cancel()),
-            by: DecidedBy::Person,
-            reason: reason.to_owned(),
+        let question = Question {
+            elicitation,
+            request,
+            tie,
             steps,
+            why,
         };
-        let answered = tokio::select! {
-            answered = asking => answered,
-            () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
-            () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
-            () = entry.replaced.cancelled() => return cancel("cancelled: replaced by a request with the same id, or shutting down", steps),
-            () = replaced.cancelled() => return cancel("cancelled: the server reused this request id while it waited", steps),
-        };
-        drop(entry);
-        let result = match answered {
-            Ok(result) => result,
-            // The person's client went away or failed: nobody decided, so
-            // the server hears `cancel` (MCP: dismissed without a choice).
-            Err(error) => {
-                return cancel(
-                    &format!(
-                        "{why}; the person's client disconnected or failed: {}",
-                        error.message
-                    ),
-                    steps,
-                );
-            }
-        };
-        let wire = serde_json::to_value(&result).unwrap_or(Value::Null);
-        let answer: ElicitAnswer = match serde_json::from_value(wire) {
-            Ok(answer) => answer,
-            Err(error) => {
-                return unhandled(format!("the person's answer is malformed: {error}"), steps);
-            }
-        };
-        if answer.action == Action::Accept
-            && let Elicitation::Form {
-                requested_schema, ..
-            } = &request.params().elicitation
-        {
-            let content = answer.content.clone().unwrap_or(Value::Null);
-            if let Err(error) = schema::validate_content(requested_schema, &content) {
-                return Decided::new(
-                    ElicitAnswer::plain_decline(),
-                    DecidedBy::Policy,
-                    format!("the person's content does not match the schema: {error}"),
-                );
-            }
-        }
-        Decided {
-            answer: Ok(answer),
-            by: DecidedBy::Person,
-            reason: why.to_owned(),
-            steps,
-        }
+        person::ask(&*self.person, &self.pending, settings, question).await
     }
 }
 
@@ -703,41 +463,6 @@ async fn watched(
             );
             failed(ReviewFailure::Deadline(budget))
         }
-    }
-}
-
-/// The audit steps of a chain run: one per module that ran, or, when the
-/// router failed it before any module finished (the watchdog, a crashed
-/// task), one step for the router with the failure's code.
-fn audit_steps(report: &ChainReport) -> Vec<AuditStep> {
-    match (&report.verdict, report.steps.is_empty()) {
-        (Verdict::Failed { failure, .. }, true) => vec![AuditStep {
-            module: ROUTER_STEP.to_owned(),
-            sha256: String::new(),
-            outcome: "failure".to_owned(),
-            failure: Some(failure.code().to_owned()),
-            rationale: Some(failure.to_string()),
-            risk: None,
-            latency_us: 0,
-        }],
-        _ => report.steps.iter().map(AuditStep::from).collect(),
-    }
-}
-
-/// The module name of an audit step the router wrote itself.
-pub const ROUTER_STEP: &str = "gatehouse:router";
-
-/// The audit reason for a chain that failed: a module's failure, or the
-/// router's own when no module finished (the watchdog, a crashed task).
-fn failure_reason(report: &ChainReport) -> String {
-    match (&report.verdict, report.steps.is_empty()) {
-        (Verdict::Failed { failure, .. }, true) => {
-            format!(
-                "no module finished ({}): {failure}; failed closed",
-                failure.code()
-            )
-        }
-        _ => "a module failed; failed closed".to_owned(),
     }
 }
 
@@ -794,9 +519,9 @@ mod tests {
         );
         let answer = report.answer().expect("a failed chain answers");
         assert_eq!(answer.action, Action::Decline);
-        assert!(failure_reason(&report).starts_with("no module finished (deadline)"));
+        assert!(policy::failure_reason(&report).starts_with("no module finished (deadline)"));
         // The audit line carries the code as data, not only in the reason.
-        let steps = audit_steps(&report);
+        let steps = policy::audit_steps(&report);
         assert_eq!(steps.len(), 1);
         assert_eq!(steps[0].module, ROUTER_STEP);
         assert_eq!(steps[0].failure.as_deref(), Some("deadline"));

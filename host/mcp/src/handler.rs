@@ -1,0 +1,97 @@
+//! What a connection hands its owner: every elicitation its server sends
+//! (pushed `elicitation/create` requests and 2026-07-28 input requests
+//! alike, tagged with their [`Delivery`]) goes to an [`ElicitationHandler`],
+//! and `notifications/tools/list_changed` to a callback; the two travel
+//! together as [`ConnectionHooks`]. The router
+//! ([`crate::router::Router`]) is the handler of every connection the
+//! gateway makes; [`DeclineAll`] is the safe default.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use rmcp::model::{ElicitResult, ElicitationAction, ErrorData, RequestId};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// An elicitation a server sent, as on the wire.
+#[derive(Debug, Clone)]
+pub struct IncomingElicitation {
+    /// The configured name of the server.
+    pub server: String,
+    /// The JSON-RPC id of the server's request.
+    pub request_id: RequestId,
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// The request's `params`, `_meta` included, exactly as sent.
+    pub params: Value,
+    /// Cancelled when the server cancels the request or disconnects.
+    pub cancelled: CancellationToken,
+    /// How it arrived.
+    pub delivery: Delivery,
+}
+
+/// How an elicitation reached the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// A pushed `elicitation/create` request (protocols up to 2025-11-25);
+    /// `request_id` is its JSON-RPC id, unique among the server's requests
+    /// in flight.
+    Request,
+    /// An input request inside a tool, prompt or resource result (protocol
+    /// 2026-07-28); `request_id` is its key, unique only within that one
+    /// result.
+    InputRequest,
+}
+
+/// The notification a server sends when a URL-mode elicitation finished
+/// out of band.
+pub const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
+
+/// Decides the elicitations servers send. The gateway plugs its router in
+/// here; [`DeclineAll`] is the safe default.
+pub trait ElicitationHandler: Send + Sync + 'static {
+    /// Answers one elicitation. An `Err` is sent to the server as a JSON-RPC
+    /// error (for example -32602 for an undeclared mode).
+    fn elicit(
+        &self,
+        elicitation: IncomingElicitation,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>>;
+
+    /// The server sent `notifications/elicitation/complete` for the URL-mode
+    /// elicitation `elicitation_id`. The default ignores it (as MCP asks of
+    /// an id the client does not know).
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        let _ = (server, elicitation_id);
+    }
+}
+
+/// Declines every elicitation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeclineAll;
+
+impl ElicitationHandler for DeclineAll {
+    fn elicit(
+        &self,
+        _: IncomingElicitation,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
+        Box::pin(async { Ok(ElicitResult::new(ElicitationAction::Decline)) })
+    }
+}
+
+/// What a connection tells its owner.
+#[derive(Clone)]
+pub struct ConnectionHooks {
+    /// Where elicitations go.
+    pub elicitation: Arc<dyn ElicitationHandler>,
+    /// Called with the server's name on `notifications/tools/list_changed`.
+    pub on_tools_changed: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl Default for ConnectionHooks {
+    fn default() -> Self {
+        ConnectionHooks {
+            elicitation: Arc::new(DeclineAll),
+            on_tools_changed: Arc::new(|_| {}),
+        }
+    }
+}

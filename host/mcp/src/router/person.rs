@@ -1,0 +1,403 @@
+//! The person: what no module decided is put in front of whoever made the
+//! upstream request the elicitation belongs to, through their client
+//! ([`Person`]). Asking is bounded: it ends at the first of the person's
+//! answer, `person_timeout_sec`, the server's cancellation (or disconnect),
+//! a cancel of the router's pending registry (shutdown, a disconnected
+//! server) and the server reusing the request id; all but the answer are
+//! answered `cancel`. An accepted form is checked against its schema before
+//! it goes back.
+
+use futures::future::BoxFuture;
+use rmcp::model::{ElicitResult, ErrorData};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::pending::Pending;
+use super::policy::{Decided, unhandled};
+use super::settings::{ElicitationSettings, Unhandled};
+use crate::audit::{AuditStep, DecidedBy};
+use crate::calls::{Binding, SessionId};
+use crate::handler::IncomingElicitation;
+use gatehouse_core::answer::{Action, ElicitAnswer};
+use gatehouse_core::elicitation::{Elicitation, ElicitationParams};
+use gatehouse_core::request::ReviewRequest;
+use gatehouse_core::schema;
+
+/// Why the person was not asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAsked {
+    /// No upstream client is connected (or the session asked for is gone).
+    #[error("no upstream client to ask")]
+    NoClient,
+    /// The client did not declare this elicitation mode.
+    #[error("the upstream client does not accept {0} elicitations")]
+    ModeNotDeclared(&'static str),
+    /// The params cannot be put on the wire as an elicitation.
+    #[error("the elicitation cannot be forwarded: {0}")]
+    Unforwardable(String),
+    /// The session already has this many questions waiting.
+    #[error("the upstream session already has {limit} questions waiting (max_pending_per_session)")]
+    TooManyPending {
+        /// The configured limit.
+        limit: usize,
+    },
+}
+
+/// Puts an elicitation in front of the person (through the upstream client).
+pub trait Person: Send + Sync + 'static {
+    /// Asks the person behind `session` (the upstream session the
+    /// elicitation is tied to; `None` when the router has no call registry,
+    /// as in tests and embeddings without a gateway) and returns their
+    /// answer, or why nobody was asked.
+    fn ask(
+        &self,
+        elicitation: &IncomingElicitation,
+        session: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked>;
+
+    /// The server finished the URL-mode elicitation `elicitation_id` out of
+    /// band; tell the person's client if it was shown there. The default
+    /// does nothing.
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        let _ = (server, elicitation_id);
+    }
+}
+
+/// Nobody to ask: every elicitation the routing would put to the person
+/// (`approvals_reviewer = "user"`, or every module deferred) is answered by
+/// `[elicitations] on_unhandled` at once, audited as `unhandled`.
+///
+/// The person of a host with nobody behind it: a batch or CI host, or an
+/// embedding of the [`Router`](super::Router) without the gateway, where
+/// only the chain of modules and the settings decide.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPerson;
+
+impl Person for NoPerson {
+    fn ask(
+        &self,
+        _: &IncomingElicitation,
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+        Err(NotAsked::NoClient)
+    }
+}
+
+/// What ties an elicitation to others, learned on arrival.
+pub(super) struct Tie<'a> {
+    /// Cancelled when the server reuses the request id while it waits
+    /// (its entry in the router's arrivals registry).
+    pub(super) replaced: Option<CancellationToken>,
+    /// Whose upstream request it belongs to (with a call registry).
+    pub(super) binding: Option<&'a Binding>,
+}
+
+/// One question for the person.
+pub(super) struct Question<'a> {
+    /// The elicitation as the server sent it.
+    pub(super) elicitation: &'a IncomingElicitation,
+    /// Its review request (the parsed params).
+    pub(super) request: &'a ReviewRequest,
+    /// What ties it to others.
+    pub(super) tie: Tie<'a>,
+    /// The modules' steps so far, for the audit line.
+    pub(super) steps: Vec<AuditStep>,
+    /// Why the person is asked, for the audit line.
+    pub(super) why: &'a str,
+}
+
+/// Asks `person` and waits for the answer, with the question registered in
+/// `pending` for as long as it waits.
+pub(super) async fn ask(
+    person: &dyn Person,
+    pending: &Pending,
+    settings: &ElicitationSettings,
+    question: Question<'_>,
+) -> Decided {
+    let Question {
+        elicitation,
+        request,
+        tie: Tie { replaced, binding },
+        steps,
+        why,
+    } = question;
+    let replaced = replaced.unwrap_or_default();
+    // The person is whoever made the request the server is answering;
+    // an elicitation that cannot be tied to one session is shown to nobody.
+    let session = match binding {
+        None => None,
+        Some(binding) => match binding.session() {
+            Some(session) => Some(session),
+            None => {
+                let why_unbound = binding.why_unbound().unwrap_or_default();
+                return unhandled(
+                    settings.on_unhandled,
+                    format!("{why}; {why_unbound}"),
+                    steps,
+                );
+            }
+        },
+    };
+    let asking = match person.ask(elicitation, session) {
+        Ok(asking) => asking,
+        Err(not_asked) => {
+            return unhandled(settings.on_unhandled, format!("{why}; {not_asked}"), steps);
+        }
+    };
+    // Duplicate ids are settled on arrival (`Router::route`); here every
+    // waiting elicitation just needs its own entry, for shutdown and
+    // disconnects.
+    let entry = pending.register_unique(
+        &elicitation.server,
+        &request.context().request_id.to_string(),
+    );
+    let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
+        answer: Ok(ElicitAnswer::cancel()),
+        by: DecidedBy::Person,
+        reason: reason.to_owned(),
+        steps,
+    };
+    let answered = tokio::select! {
+        answered = asking => answered,
+        () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
+        () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
+        () = entry.replaced.cancelled() => return cancel("cancelled: replaced by a request with the same id, or shutting down", steps),
+        () = replaced.cancelled() => return cancel("cancelled: the server reused this request id while it waited", steps),
+    };
+    drop(entry);
+    match answered {
+        Ok(result) => checked(&result, request.params(), settings.on_unhandled, why, steps),
+        // The person's client went away or failed: nobody decided, so the
+        // server hears `cancel` (MCP: dismissed without a choice).
+        Err(error) => cancel(
+            &format!(
+                "{why}; the person's client disconnected or failed: {}",
+                error.message
+            ),
+            steps,
+        ),
+    }
+}
+
+/// The person's answer, checked: one that does not read as an answer is
+/// `on_unhandled`'s; accepted form content that breaks the requested
+/// schema is declined.
+fn checked(
+    result: &ElicitResult,
+    params: &ElicitationParams,
+    on_unhandled: Unhandled,
+    why: &str,
+    steps: Vec<AuditStep>,
+) -> Decided {
+    let wire = serde_json::to_value(result).unwrap_or(Value::Null);
+    let answer: ElicitAnswer = match serde_json::from_value(wire) {
+        Ok(answer) => answer,
+        Err(error) => {
+            return unhandled(
+                on_unhandled,
+                format!("the person's answer is malformed: {error}"),
+                steps,
+            );
+        }
+    };
+    if answer.action == Action::Accept
+        && let Elicitation::Form {
+            requested_schema, ..
+        } = &params.elicitation
+    {
+        let content = answer.content.clone().unwrap_or(Value::Null);
+        if let Err(error) = schema::validate_content(requested_schema, &content) {
+            return Decided::new(
+                ElicitAnswer::plain_decline(),
+                DecidedBy::Policy,
+                format!("the person's content does not match the schema: {error}"),
+            );
+        }
+    }
+    Decided {
+        answer: Ok(answer),
+        by: DecidedBy::Person,
+        reason: why.to_owned(),
+        steps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use rmcp::model::{ElicitationAction, RequestId};
+    use serde_json::json;
+
+    use super::*;
+    use crate::handler::Delivery;
+    use gatehouse_core::context::ReviewContext;
+
+    fn asks_a_name() -> ElicitationParams {
+        ElicitationParams::from_wire(&json!({
+            "message": "Your name?",
+            "requestedSchema": {"type": "object",
+                                "properties": {"name": {"type": "string"}},
+                                "required": ["name"]},
+        }))
+        .expect("valid params")
+    }
+
+    fn incoming() -> IncomingElicitation {
+        IncomingElicitation {
+            server: "s".to_owned(),
+            request_id: RequestId::Number(7),
+            protocol_version: String::new(),
+            params: json!({}),
+            cancelled: CancellationToken::new(),
+            delivery: Delivery::Request,
+        }
+    }
+
+    /// A person who never answers.
+    struct Silent;
+
+    impl Person for Silent {
+        fn ask(
+            &self,
+            _: &IncomingElicitation,
+            _: Option<SessionId>,
+        ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+            Ok(Box::pin(futures::future::pending()))
+        }
+    }
+
+    #[test]
+    fn the_persons_content_must_match_the_schema() {
+        let accepted =
+            ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": "Ada"}));
+        let decided = checked(
+            &accepted,
+            &asks_a_name(),
+            Unhandled::Decline,
+            "asked",
+            Vec::new(),
+        );
+        assert_eq!(decided.by, DecidedBy::Person);
+        assert_eq!(decided.reason, "asked");
+        let wrong = ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": 5}));
+        let decided = checked(
+            &wrong,
+            &asks_a_name(),
+            Unhandled::Decline,
+            "asked",
+            Vec::new(),
+        );
+        assert_eq!(decided.by, DecidedBy::Policy);
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Decline));
+        let declined = ElicitResult::new(ElicitationAction::Decline);
+        let decided = checked(
+            &declined,
+            &asks_a_name(),
+            Unhandled::Decline,
+            "asked",
+            Vec::new(),
+        );
+        assert_eq!(decided.by, DecidedBy::Person);
+    }
+
+    #[test]
+    fn no_person_is_never_asked() {
+        assert!(matches!(
+            NoPerson.ask(&incoming(), None),
+            Err(NotAsked::NoClient)
+        ));
+    }
+
+    #[tokio::test]
+    async fn nobody_to_ask_is_unhandled_and_registers_nothing() {
+        let pending = Pending::default();
+        let settings = ElicitationSettings {
+            on_unhandled: Unhandled::Cancel,
+            ..ElicitationSettings::default()
+        };
+        let elicitation = incoming();
+        let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
+        let question = Question {
+            elicitation: &elicitation,
+            request: &request,
+            tie: Tie {
+                replaced: None,
+                binding: None,
+            },
+            steps: Vec::new(),
+            why: "routed to the user",
+        };
+        let decided = ask(&NoPerson, &pending, &settings, question).await;
+        assert_eq!(decided.by, DecidedBy::Unhandled);
+        assert_eq!(
+            decided.reason,
+            "routed to the user; no upstream client to ask"
+        );
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
+        assert!(pending.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_question_waits_registered_until_the_registry_cancels_it() {
+        let pending = Arc::new(Pending::default());
+        let settings = ElicitationSettings::default();
+        let elicitation = incoming();
+        let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
+        let waiting = {
+            let pending = pending.clone();
+            tokio::spawn(async move {
+                let question = Question {
+                    elicitation: &elicitation,
+                    request: &request,
+                    tie: Tie {
+                        replaced: None,
+                        binding: None,
+                    },
+                    steps: Vec::new(),
+                    why: "routed to the user",
+                };
+                ask(&Silent, &pending, &settings, question).await
+            })
+        };
+        while pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        pending.cancel_all(Some("s"));
+        let decided = waiting.await.expect("the question ends");
+        assert_eq!(decided.by, DecidedBy::Person);
+        assert!(
+            decided.reason.contains("shutting down"),
+            "{}",
+            decided.reason
+        );
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
+        assert!(pending.is_empty(), "the entry leaves with its waiter");
+    }
+
+    #[tokio::test]
+    async fn the_person_has_person_timeout_sec() {
+        let pending = Pending::default();
+        let settings = ElicitationSettings {
+            person_timeout_sec: 0.01,
+            ..ElicitationSettings::default()
+        };
+        let elicitation = incoming();
+        let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
+        let question = Question {
+            elicitation: &elicitation,
+            request: &request,
+            tie: Tie {
+                replaced: None,
+                binding: None,
+            },
+            steps: Vec::new(),
+            why: "routed to the user",
+        };
+        let decided = ask(&Silent, &pending, &settings, question).await;
+        assert_eq!(decided.reason, "the person did not answer in time");
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
+        assert!(pending.is_empty());
+    }
+}

@@ -1,0 +1,595 @@
+//! The routing policy: where an elicitation goes, and what a chain's report
+//! or a missing person means for its answer. Plain functions over the
+//! settings in force, the parsed params and the chain's report; no I/O, no
+//! clock, no async runtime. The [`Router`](super::Router) does what these
+//! say (runs the chain, asks the person, writes the audit line).
+//!
+//! Codex's routing order, first match wins ([`route`]):
+//!
+//! 1. `auto_deny` → decline at once.
+//! 2. `_meta` carries [`STRICT_KEY`] (any value) → strict review: the chain
+//!    runs and only a canonical automated answer passes ([`strict`]);
+//!    anything else is the strict decline. The person is never asked.
+//! 3. `approval_policy = "never"` → an empty form is accepted with `{}`
+//!    when prompts are auto-approved; everything else is declined.
+//! 4. `granular` without `mcp_elicitations` → decline.
+//! 5. `on-request` or `granular` with `approvals_reviewer = "auto_review"`
+//!    → the chain; what it leaves undecided goes to the person
+//!    ([`after_chain`]).
+//! 6. Anything else (`untrusted`, or `approvals_reviewer = "user"`) → the
+//!    person.
+//!
+//! Before that order, the router settles what protocol rules and limits
+//! decide: params MCP forbids ([`Decided::invalid_params`], see [`parse`]),
+//! a server over `max_in_flight_per_server` ([`Decided::over_cap`]) and a
+//! reused request id ([`Decided::duplicate`]).
+
+use rmcp::model::ErrorData;
+use serde_json::Value;
+
+use super::settings::{Effective, Unhandled};
+use crate::audit::{AuditStep, DecidedBy};
+use crate::handler::Delivery;
+use gatehouse_core::answer::{Action, ElicitAnswer, REVIEW_FAILED_MESSAGE};
+use gatehouse_core::chain::{ChainReport, Verdict};
+use gatehouse_core::context::ApprovalPolicy;
+use gatehouse_core::context::ApprovalsReviewer;
+use gatehouse_core::elicitation::{Elicitation, ElicitationParams, ParamsError};
+use gatehouse_core::outcome::Decision;
+
+/// `_meta` key asking for strict automated review.
+pub const STRICT_KEY: &str = "codex_strict_auto_review";
+
+/// The module name of an audit step the router wrote itself.
+pub const ROUTER_STEP: &str = "gatehouse:router";
+
+/// How one elicitation was decided: the answer (or the JSON-RPC error) and
+/// what its audit line says about it.
+#[derive(Debug)]
+pub(super) struct Decided {
+    /// The answer, or the error the server gets instead.
+    pub(super) answer: Result<ElicitAnswer, ErrorData>,
+    /// Who decided.
+    pub(super) by: DecidedBy,
+    /// Why, for the audit line.
+    pub(super) reason: String,
+    /// The modules' part in it.
+    pub(super) steps: Vec<AuditStep>,
+}
+
+impl Decided {
+    /// An answer with no module steps.
+    pub(super) fn new(answer: ElicitAnswer, by: DecidedBy, reason: impl Into<String>) -> Self {
+        Decided {
+            answer: Ok(answer),
+            by,
+            reason: reason.into(),
+            steps: Vec::new(),
+        }
+    }
+
+    /// The server already has `limit` elicitations in flight: declined at
+    /// once, unreviewed.
+    pub(super) fn over_cap(limit: usize) -> Self {
+        Decided::new(
+            ElicitAnswer::plain_decline(),
+            DecidedBy::Policy,
+            format!(
+                "too many elicitations in flight from this server (max_in_flight_per_server = {limit})"
+            ),
+        )
+    }
+
+    /// A pushed request reused the id of one still in flight: the later is
+    /// answered `cancel` at once (the earlier is cancelled where it waits).
+    pub(super) fn duplicate() -> Self {
+        Decided::new(
+            ElicitAnswer::cancel(),
+            DecidedBy::Policy,
+            "duplicate request id: an earlier request with this id was still in flight; both are cancelled",
+        )
+    }
+
+    /// Params MCP forbids: a -32602 error naming the field.
+    pub(super) fn invalid_params(error: &ParamsError) -> Self {
+        Decided {
+            answer: Err(ErrorData::invalid_params(error.to_string(), None)),
+            by: DecidedBy::Policy,
+            reason: "invalid params".to_owned(),
+            steps: Vec::new(),
+        }
+    }
+}
+
+/// Parses the wire params of an elicitation that arrived by `delivery`.
+/// A pushed URL-mode request (protocols up to 2025-11-25) must carry an
+/// `elicitationId`; an input request (2026-07-28) has none.
+pub(super) fn parse(params: &Value, delivery: Delivery) -> Result<ElicitationParams, ParamsError> {
+    let params = ElicitationParams::from_wire(params)?;
+    match &params.elicitation {
+        Elicitation::Url { elicitation_id, .. }
+            if elicitation_id.is_empty() && delivery == Delivery::Request =>
+        {
+            Err(ParamsError::MissingElicitationId)
+        }
+        _ => Ok(params),
+    }
+}
+
+/// Where an elicitation goes.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Route {
+    /// Answered by a setting, without a module or the person.
+    Settled {
+        /// The answer.
+        answer: ElicitAnswer,
+        /// Why, for the audit line.
+        reason: &'static str,
+    },
+    /// Strict review: the chain, and only a canonical answer passes.
+    Strict,
+    /// The chain; what it leaves undecided goes to the person.
+    Chain,
+    /// Straight to the person.
+    Person {
+        /// Why, for the audit line.
+        why: &'static str,
+    },
+}
+
+/// Where `params` goes under `settings` (Codex's routing order, see the
+/// module documentation).
+pub(super) fn route(settings: &Effective, params: &ElicitationParams) -> Route {
+    if settings.auto_deny {
+        return Route::Settled {
+            answer: ElicitAnswer::plain_decline(),
+            reason: "auto-deny",
+        };
+    }
+    let strict = params
+        .meta
+        .as_ref()
+        .is_some_and(|meta| meta.contains_key(STRICT_KEY));
+    if strict {
+        return Route::Strict;
+    }
+    match settings.approval_policy {
+        ApprovalPolicy::Never => {
+            return if settings.auto_approve_prompts && is_empty_form(&params.elicitation) {
+                Route::Settled {
+                    answer: ElicitAnswer {
+                        action: Action::Accept,
+                        content: Some(Value::Object(serde_json::Map::new())),
+                        meta: None,
+                    },
+                    reason: "approval policy never, prompts auto-approved",
+                }
+            } else {
+                Route::Settled {
+                    answer: automated_decline(),
+                    reason: "approval policy never",
+                }
+            };
+        }
+        ApprovalPolicy::Granular(flags) if !flags.mcp_elicitations => {
+            return Route::Settled {
+                answer: automated_decline(),
+                reason: "granular policy without mcp_elicitations",
+            };
+        }
+        _ => {}
+    }
+    let automated = matches!(
+        settings.approval_policy,
+        ApprovalPolicy::OnRequest | ApprovalPolicy::Granular(_)
+    ) && settings.approvals_reviewer == ApprovalsReviewer::AutoReview;
+    if automated {
+        Route::Chain
+    } else {
+        Route::Person {
+            why: "routed to the user",
+        }
+    }
+}
+
+/// A form that asks for nothing (no or empty `properties`): what
+/// auto-approved prompts accept under `approval_policy = "never"`.
+fn is_empty_form(elicitation: &Elicitation) -> bool {
+    matches!(elicitation,
+        Elicitation::Form { requested_schema, .. }
+            if requested_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_none_or(|properties| properties.is_empty()))
+}
+
+/// Codex's decline for a policy that forbids asking.
+fn automated_decline() -> ElicitAnswer {
+    ElicitAnswer::automated(&Decision::Decline { message: None })
+        .unwrap_or_else(ElicitAnswer::plain_decline)
+}
+
+/// What a chain's report means for an elicitation routed to the chain.
+#[derive(Debug)]
+pub(super) enum AfterChain {
+    /// A module decided, or one failed and the chain failed closed.
+    Answered(Decided),
+    /// Every module deferred: the person decides.
+    Deferred {
+        /// The modules' steps, for the audit line.
+        steps: Vec<AuditStep>,
+        /// Why the person is asked, for the audit line.
+        why: &'static str,
+    },
+}
+
+/// The answer a chain's report gives, or that the person must decide.
+pub(super) fn after_chain(report: &ChainReport) -> AfterChain {
+    let steps = audit_steps(report);
+    match (&report.verdict, report.answer()) {
+        (Verdict::Decided { .. }, Some(answer)) => AfterChain::Answered(Decided {
+            answer: Ok(answer),
+            by: DecidedBy::Guest,
+            reason: "decided by the chain".to_owned(),
+            steps,
+        }),
+        (Verdict::Failed { .. }, Some(answer)) => AfterChain::Answered(Decided {
+            answer: Ok(answer),
+            by: DecidedBy::Failure,
+            reason: failure_reason(report),
+            steps,
+        }),
+        _ => AfterChain::Deferred {
+            steps,
+            why: "every module deferred",
+        },
+    }
+}
+
+/// Strict review: only a canonical automated answer passes (accept with no
+/// or empty content, decline, cancel); anything else (a deferral, a
+/// failure, accept with content) is the strict decline.
+pub(super) fn strict(report: &ChainReport) -> Decided {
+    let steps = audit_steps(report);
+    let canonical = match &report.verdict {
+        Verdict::Decided { outcome, .. } => match &outcome.decision {
+            Decision::Accept { content } => content
+                .as_ref()
+                .is_none_or(|content| content.as_object().is_some_and(|object| object.is_empty())),
+            Decision::Decline { .. } | Decision::Cancel => true,
+            Decision::Defer => false,
+        },
+        _ => false,
+    };
+    match report.answer() {
+        Some(answer) if canonical => Decided {
+            answer: Ok(answer),
+            by: DecidedBy::Guest,
+            reason: "strict review".to_owned(),
+            steps,
+        },
+        _ => Decided {
+            answer: Ok(ElicitAnswer::automated(&Decision::Decline {
+                message: Some(REVIEW_FAILED_MESSAGE.to_owned()),
+            })
+            .unwrap_or_else(ElicitAnswer::plain_decline)),
+            by: DecidedBy::Failure,
+            reason: "strict review without a canonical answer".to_owned(),
+            steps,
+        },
+    }
+}
+
+/// What nobody decided (no person to ask, or one that could not be asked):
+/// `on_unhandled`'s answer.
+pub(super) fn unhandled(on_unhandled: Unhandled, reason: String, steps: Vec<AuditStep>) -> Decided {
+    let answer = match on_unhandled {
+        Unhandled::Decline => ElicitAnswer::plain_decline(),
+        Unhandled::Cancel => ElicitAnswer::cancel(),
+    };
+    Decided {
+        answer: Ok(answer),
+        by: DecidedBy::Unhandled,
+        reason,
+        steps,
+    }
+}
+
+/// The audit steps of a chain run: one per module that ran, or, when the
+/// router failed it before any module finished (the watchdog, a crashed
+/// task), one step for the router with the failure's code.
+pub(super) fn audit_steps(report: &ChainReport) -> Vec<AuditStep> {
+    match (&report.verdict, report.steps.is_empty()) {
+        (Verdict::Failed { failure, .. }, true) => vec![AuditStep {
+            module: ROUTER_STEP.to_owned(),
+            sha256: String::new(),
+            outcome: "failure".to_owned(),
+            failure: Some(failure.code().to_owned()),
+            rationale: Some(failure.to_string()),
+            risk: None,
+            latency_us: 0,
+        }],
+        _ => report.steps.iter().map(AuditStep::from).collect(),
+    }
+}
+
+/// The audit reason for a chain that failed: a module's failure, or the
+/// router's own when no module finished (the watchdog, a crashed task).
+pub(super) fn failure_reason(report: &ChainReport) -> String {
+    match (&report.verdict, report.steps.is_empty()) {
+        (Verdict::Failed { failure, .. }, true) => {
+            format!(
+                "no module finished ({}): {failure}; failed closed",
+                failure.code()
+            )
+        }
+        _ => "a module failed; failed closed".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use gatehouse_core::context::GranularPolicy;
+    use gatehouse_core::failure::ReviewFailure;
+    use gatehouse_core::outcome::Outcome;
+
+    fn settings(
+        approval_policy: ApprovalPolicy,
+        approvals_reviewer: ApprovalsReviewer,
+    ) -> Effective {
+        Effective {
+            auto_deny: false,
+            approval_policy,
+            approvals_reviewer,
+            auto_approve_prompts: false,
+        }
+    }
+
+    fn on_request() -> Effective {
+        settings(ApprovalPolicy::OnRequest, ApprovalsReviewer::AutoReview)
+    }
+
+    fn form(properties: Value, meta: Value) -> ElicitationParams {
+        ElicitationParams::from_wire(&json!({
+            "message": "Go on?",
+            "requestedSchema": {"type": "object", "properties": properties},
+            "_meta": meta,
+        }))
+        .expect("valid params")
+    }
+
+    fn asks_nothing() -> ElicitationParams {
+        form(json!({}), Value::Null)
+    }
+
+    fn asks_a_name() -> ElicitationParams {
+        form(json!({"name": {"type": "string"}}), Value::Null)
+    }
+
+    fn strict_params() -> ElicitationParams {
+        form(json!({}), json!({"codex_strict_auto_review": false}))
+    }
+
+    fn decided(decision: Decision) -> ChainReport {
+        ChainReport {
+            steps: Vec::new(),
+            verdict: Verdict::Decided {
+                step: 0,
+                outcome: Outcome {
+                    decision,
+                    rationale: None,
+                    risk: None,
+                },
+            },
+        }
+    }
+
+    fn deferred() -> ChainReport {
+        ChainReport {
+            steps: Vec::new(),
+            verdict: Verdict::Deferred,
+        }
+    }
+
+    fn failed() -> ChainReport {
+        ChainReport {
+            steps: Vec::new(),
+            verdict: Verdict::Failed {
+                step: 0,
+                failure: ReviewFailure::Deadline(Duration::from_millis(5)),
+            },
+        }
+    }
+
+    #[test]
+    fn auto_deny_comes_first_even_before_strict_review() {
+        let settings = Effective {
+            auto_deny: true,
+            ..on_request()
+        };
+        assert_eq!(
+            route(&settings, &strict_params()),
+            Route::Settled {
+                answer: ElicitAnswer::plain_decline(),
+                reason: "auto-deny",
+            }
+        );
+    }
+
+    #[test]
+    fn the_strict_key_wins_over_every_policy_whatever_its_value() {
+        for policy in [
+            ApprovalPolicy::Never,
+            ApprovalPolicy::Untrusted,
+            ApprovalPolicy::OnRequest,
+        ] {
+            for reviewer in [ApprovalsReviewer::User, ApprovalsReviewer::AutoReview] {
+                assert_eq!(
+                    route(&settings(policy, reviewer), &strict_params()),
+                    Route::Strict
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn never_accepts_only_empty_forms_and_only_with_auto_approved_prompts() {
+        let never = settings(ApprovalPolicy::Never, ApprovalsReviewer::AutoReview);
+        let approving = Effective {
+            auto_approve_prompts: true,
+            ..never
+        };
+        let Route::Settled { answer, reason } = route(&approving, &asks_nothing()) else {
+            panic!("never is settled by policy");
+        };
+        assert_eq!(answer.action, Action::Accept);
+        assert_eq!(answer.content, Some(json!({})));
+        assert_eq!(reason, "approval policy never, prompts auto-approved");
+        for (settings, params) in [
+            (approving, asks_a_name()),
+            (never, asks_nothing()),
+            (never, asks_a_name()),
+        ] {
+            let Route::Settled { answer, reason } = route(&settings, &params) else {
+                panic!("never is settled by policy");
+            };
+            assert_eq!(answer.action, Action::Decline);
+            assert_eq!(reason, "approval policy never");
+        }
+    }
+
+    #[test]
+    fn granular_without_mcp_elicitations_declines_and_with_them_reviews() {
+        let without = GranularPolicy {
+            mcp_elicitations: false,
+            ..GranularPolicy::default()
+        };
+        let Route::Settled { answer, reason } = route(
+            &settings(
+                ApprovalPolicy::Granular(without),
+                ApprovalsReviewer::AutoReview,
+            ),
+            &asks_nothing(),
+        ) else {
+            panic!("settled by policy");
+        };
+        assert_eq!(answer.action, Action::Decline);
+        assert_eq!(reason, "granular policy without mcp_elicitations");
+        assert_eq!(
+            route(
+                &settings(
+                    ApprovalPolicy::Granular(GranularPolicy::default()),
+                    ApprovalsReviewer::AutoReview
+                ),
+                &asks_nothing()
+            ),
+            Route::Chain
+        );
+    }
+
+    #[test]
+    fn the_chain_runs_only_for_automated_review_the_rest_goes_to_the_person() {
+        assert_eq!(route(&on_request(), &asks_a_name()), Route::Chain);
+        for settings in [
+            settings(ApprovalPolicy::OnRequest, ApprovalsReviewer::User),
+            settings(ApprovalPolicy::Untrusted, ApprovalsReviewer::AutoReview),
+            settings(ApprovalPolicy::Untrusted, ApprovalsReviewer::User),
+        ] {
+            assert_eq!(
+                route(&settings, &asks_a_name()),
+                Route::Person {
+                    why: "routed to the user"
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_pushed_url_request_needs_an_elicitation_id_an_input_request_does_not() {
+        let url = json!({"mode": "url", "message": "Sign in", "url": "https://example.com/"});
+        assert!(matches!(
+            parse(&url, Delivery::Request),
+            Err(ParamsError::MissingElicitationId)
+        ));
+        assert!(parse(&url, Delivery::InputRequest).is_ok());
+        let mut with_id = url.clone();
+        with_id["elicitationId"] = json!("e1");
+        assert!(parse(&with_id, Delivery::Request).is_ok());
+    }
+
+    #[test]
+    fn after_the_chain_a_decision_or_failure_answers_and_a_deferral_asks_the_person() {
+        let AfterChain::Answered(decision) = after_chain(&decided(Decision::Cancel)) else {
+            panic!("a decision answers");
+        };
+        assert_eq!(decision.by, DecidedBy::Guest);
+        assert_eq!(decision.reason, "decided by the chain");
+        let AfterChain::Answered(failure) = after_chain(&failed()) else {
+            panic!("a failure answers");
+        };
+        assert_eq!(failure.by, DecidedBy::Failure);
+        assert!(matches!(&failure.answer, Ok(answer) if answer.action == Action::Decline));
+        assert!(failure.reason.starts_with("no module finished (deadline)"));
+        assert!(matches!(
+            after_chain(&deferred()),
+            AfterChain::Deferred {
+                why: "every module deferred",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn strict_review_passes_only_canonical_answers() {
+        for decision in [
+            Decision::Accept { content: None },
+            Decision::Accept {
+                content: Some(json!({})),
+            },
+            Decision::Decline { message: None },
+            Decision::Cancel,
+        ] {
+            let passed = strict(&decided(decision.clone()));
+            assert_eq!(passed.by, DecidedBy::Guest, "{decision:?}");
+            assert_eq!(passed.reason, "strict review");
+        }
+        for report in [
+            decided(Decision::Accept {
+                content: Some(json!({"name": "Ada"})),
+            }),
+            deferred(),
+            failed(),
+        ] {
+            let refused = strict(&report);
+            assert_eq!(refused.by, DecidedBy::Failure, "{report:?}");
+            assert_eq!(refused.reason, "strict review without a canonical answer");
+            let answer = refused.answer.expect("an answer");
+            assert_eq!(answer.action, Action::Decline);
+        }
+    }
+
+    #[test]
+    fn unhandled_answers_as_configured() {
+        let decline = unhandled(Unhandled::Decline, "nobody".to_owned(), Vec::new());
+        assert_eq!(decline.by, DecidedBy::Unhandled);
+        assert!(matches!(decline.answer, Ok(answer) if answer.action == Action::Decline));
+        let cancel = unhandled(Unhandled::Cancel, "nobody".to_owned(), Vec::new());
+        assert!(matches!(cancel.answer, Ok(answer) if answer.action == Action::Cancel));
+    }
+
+    #[test]
+    fn limits_and_protocol_rules_are_the_routers_own_answers() {
+        let over = Decided::over_cap(3);
+        assert_eq!(over.by, DecidedBy::Policy);
+        assert!(over.reason.contains("max_in_flight_per_server = 3"));
+        let duplicate = Decided::duplicate();
+        assert!(matches!(duplicate.answer, Ok(answer) if answer.action == Action::Cancel));
+        let invalid = Decided::invalid_params(&ParamsError::MissingElicitationId);
+        assert!(matches!(invalid.answer, Err(error) if error.code.0 == -32602));
+    }
+}
