@@ -88,12 +88,27 @@ fn the_core_uses_anyhow_only_through_wasmtime() {
         "gatehouse-core",
         &["wasmtime", "wasmtime-wasi", "wasmtime-wasi-io"],
     );
-    assert!(crates.contains("jsonschema"), "the tree was read: {crates:?}");
+    assert!(
+        crates.contains("jsonschema"),
+        "the tree was read: {crates:?}"
+    );
     assert_absent(
         "gatehouse-core",
         &crates,
         &["anyhow"],
         "library errors are typed (thiserror); anyhow belongs to the binary",
+    );
+}
+
+#[test]
+fn the_embedding_example_needs_nothing_above_the_core() {
+    let crates = tree("gatehouse-embed-example", &[]);
+    assert!(crates.contains("gatehouse-core"), "{crates:?}");
+    assert_absent(
+        "gatehouse-embed-example",
+        &crates,
+        ABOVE_THE_CORE,
+        "examples/embed shows an embedder using the core alone",
     );
 }
 
