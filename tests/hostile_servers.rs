@@ -321,7 +321,7 @@ async fn malformed_params_are_refused_with_invalid_params_naming_the_field() {
 /// rmcp cannot type an `elicitation/create` whose params are not an object
 /// (or whose `_meta` is not one); left alone it answers an id-less -32600
 /// itself, unaudited. gatehouse rescues such a request before rmcp decodes
-/// it (`mcp::rescue`): it is refused with -32602 under its own id, naming
+/// it (`gatehouse_mcp::rescue`): it is refused with -32602 under its own id, naming
 /// what is wrong, and audited like the other six.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn params_rmcp_cannot_parse_are_refused_with_their_id_and_audited() {

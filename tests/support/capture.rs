@@ -5,9 +5,9 @@
 //! escaping formatter is not involved either).
 //!
 //! One file, included with `#[path]` by each test that needs it: the
-//! integration tests in `host/cli/tests/all/` and the library's own unit tests
-//! (through `host/core/src/lib.rs`, `#[cfg(test)]` only), so the library
-//! carries no test support of its own.
+//! integration tests in `host/cli/tests/all/` and the unit tests of
+//! gatehouse-core and gatehouse-mcp (through their `lib.rs`, `#[cfg(test)]`
+//! only), so no library carries test support of its own.
 
 #![allow(dead_code)]
 

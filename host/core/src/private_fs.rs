@@ -1,7 +1,9 @@
 //! Files and directories private to the user gatehouse runs as: the audit
 //! log, the compile cache and its key, the directory of the control socket,
 //! and anything else gatehouse keeps for itself. One set of rules, here, for
-//! every caller.
+//! every caller: the core's compile cache and gatehouse-mcp's audit log and
+//! control socket (which is why it is public; an embedder that keeps private
+//! files of its own may use it too).
 //!
 //! **Never through a symbolic link.** The last component is opened with
 //! `O_NOFOLLOW` (a link there is refused, [`Refusal::Symlink`]); new files

@@ -27,7 +27,7 @@ pub enum LoadError {
     },
     /// The digest differs from the pinned one.
     #[error(
-        "{module}: sha256 is {actual}, but the config pins {expected}; refusing to load it (update the pin if the new module is intended)"
+        "{module}: sha256 is {actual}, but it is pinned to {expected}; refusing to load it (update the pin if the new module is intended)"
     )]
     DigestMismatch {
         /// Where the module came from.
