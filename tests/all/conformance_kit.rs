@@ -260,7 +260,7 @@ fn a_log_flood_fails_the_log_caps() {
 fn modules_that_do_not_load_fail_one_row_and_stop() {
     for (name, reason) in [
         ("test_guest_wrong_world", "does not export"),
-        ("test_guest_future_contract", "contract version 0.2.0"),
+        ("test_guest_future_contract", "contract version 0.3.0"),
         ("test_guest_extra_import", "test:extra/secrets"),
         ("test_guest_big_memory", "pool"),
     ] {

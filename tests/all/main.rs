@@ -7,11 +7,13 @@
 //! same process would disturb.
 
 mod conformance_kit;
+mod contract_versions;
 mod crate_graph;
 mod fuzz_corpus;
 mod guardian_cases;
 mod load;
 mod mcp_runtime;
+mod model_capability;
 mod reload;
 mod router;
 mod sandbox_failures;

@@ -301,7 +301,7 @@ fn a_component_of_another_world_is_refused_by_name() {
     let message = error.to_string();
     assert!(message.contains("test_guest_wrong_world.wasm"), "{message}");
     assert!(
-        message.contains("gatehouse:reviewer/review@0.1.0"),
+        message.contains("gatehouse:reviewer/review@0.2.0"),
         "{message}"
     );
 }
@@ -366,13 +366,13 @@ fn a_module_of_another_contract_version_is_refused_by_version() {
     let path = guest("test_guest_future_contract");
     let error = sandbox
         .load_file(&path, None)
-        .expect_err("0.2.0 must not load");
+        .expect_err("0.3.0 must not load");
     match &error {
         LoadError::UnsupportedVersion {
             interface, found, ..
         } => {
             assert_eq!(interface, "gatehouse:reviewer/review");
-            assert_eq!(found, "0.2.0");
+            assert_eq!(found, "0.3.0");
         }
         other => panic!("expected an unsupported version, got {other:?}"),
     }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::answer::ElicitAnswer;
+use crate::contract::World;
 use crate::failure::ReviewFailure;
+use crate::model::{Cancel, ModelGrant};
 use crate::outcome::Outcome;
 use crate::request::ReviewRequest;
 use crate::sandbox::{ModuleReport, ReviewerModule};
@@ -33,6 +35,34 @@ pub struct ChainLink {
     pub config: String,
     /// What its failure means.
     pub on_failure: OnFailure,
+    /// The model the operator granted it, if any (contract 0.2).
+    pub model: Option<ModelGrant>,
+}
+
+/// Why a module cannot join a chain as configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// The module imports the model capability and has no model granted.
+    #[error(
+        "module `{module}` imports `{}` (world `model-reviewer`) but is granted no model; add `model = \"NAME\"` to its [[review.modules]] entry and define that model as [models.NAME] (endpoint, model), or use a module that does not ask a model",
+        crate::contract::MODEL_INTERFACE
+    )]
+    NotGranted {
+        /// The module's name.
+        module: String,
+    },
+    /// The grant names a model that is not defined.
+    #[error(
+        "module `{module}` is granted model `{model}`, which is not defined; add a [models.{model}] table (endpoint, model){defined}"
+    )]
+    UnknownModel {
+        /// The module's name.
+        module: String,
+        /// The model it names.
+        model: String,
+        /// The models that are defined, as `; defined: a, b`, or empty.
+        defined: String,
+    },
 }
 
 impl ChainLink {
@@ -43,7 +73,26 @@ impl ChainLink {
             module: module.into(),
             config: "{}".to_owned(),
             on_failure: OnFailure::Decline,
+            model: None,
         }
+    }
+
+    /// Grants the module a model.
+    pub fn with_model(mut self, grant: ModelGrant) -> Self {
+        self.model = Some(grant);
+        self
+    }
+
+    /// Checks that a module of the `model-reviewer` world is granted a
+    /// model: one that imports the capability without a grant is refused
+    /// here, when the chain is built, not at its first review.
+    pub fn check_grant(&self) -> Result<(), GrantError> {
+        if self.module.world() == World::ModelReviewer && self.model.is_none() {
+            return Err(GrantError::NotGranted {
+                module: self.module.name().to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// Sets the module configuration (JSON text).
@@ -194,12 +243,18 @@ impl Chain {
     }
 
     /// The longest [`Chain::review`] can take when every module runs to its
-    /// deadline: their deadlines added up. The router waits no longer than
-    /// this plus a margin.
+    /// deadline: their deadlines added up, with each granted model's budget.
+    /// The router waits no longer than this plus a margin.
     pub fn deadline_sum(&self) -> std::time::Duration {
         self.links
             .iter()
-            .map(|link| link.module.limits().deadline())
+            .map(|link| {
+                let model = link
+                    .model
+                    .as_ref()
+                    .map_or(std::time::Duration::ZERO, ModelGrant::timeout);
+                link.module.limits().deadline().saturating_add(model)
+            })
             .fold(
                 std::time::Duration::ZERO,
                 std::time::Duration::saturating_add,
@@ -208,9 +263,17 @@ impl Chain {
 
     /// Runs the request through the chain.
     pub fn review(&self, request: &ReviewRequest) -> ChainReport {
+        self.review_with(request, &Cancel::new())
+    }
+
+    /// Runs the request through the chain; `cancel` ends a module's wait on
+    /// its model (the module sees `cancelled`).
+    pub fn review_with(&self, request: &ReviewRequest, cancel: &Cancel) -> ChainReport {
         let mut steps = Vec::with_capacity(self.links.len());
         for (step, link) in self.links.iter().enumerate() {
-            let report = link.module.review(&link.config, request);
+            let report =
+                link.module
+                    .review_with(&link.config, request, link.model.as_ref(), cancel);
             let verdict = match &report.result {
                 Ok(outcome) if outcome.decision == crate::outcome::Decision::Defer => None,
                 Ok(outcome) => Some(Verdict::Decided {

@@ -154,6 +154,10 @@ pub struct ModuleConfig {
     /// The module's configuration, handed to it as JSON.
     #[serde(default)]
     pub config: Option<serde_json::Value>,
+    /// The model the operator grants this module (`[models.NAME]`), if
+    /// any. Only a granted module may import the model capability.
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 impl ModuleConfig {
@@ -162,6 +166,45 @@ impl ModuleConfig {
         self.config
             .as_ref()
             .map_or_else(|| "{}".to_owned(), serde_json::Value::to_string)
+    }
+
+    /// The chain link for `module` as this entry configures it: its JSON
+    /// config, what its failure means (`default_on_failure` unless the entry
+    /// says), and the model it is granted, looked up by name in `models`.
+    /// Refuses a grant of an undefined model, and a module that imports the
+    /// model capability without a grant ([`ChainLink::check_grant`]).
+    pub fn link(
+        &self,
+        module: std::sync::Arc<crate::sandbox::ReviewerModule>,
+        default_on_failure: OnFailure,
+        models: &std::collections::BTreeMap<String, crate::model::ModelGrant>,
+    ) -> Result<crate::chain::ChainLink, crate::chain::GrantError> {
+        let mut link = crate::chain::ChainLink::new(module)
+            .with_config(self.config_json())
+            .with_on_failure(self.on_failure.unwrap_or(default_on_failure));
+        if let Some(name) = &self.model {
+            let grant = models
+                .get(name)
+                .ok_or_else(|| crate::chain::GrantError::UnknownModel {
+                    module: link.module.name().to_owned(),
+                    model: name.clone(),
+                    defined: if models.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; defined: {}",
+                            models
+                                .keys()
+                                .map(String::as_str)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    },
+                })?;
+            link = link.with_model(grant.clone());
+        }
+        link.check_grant()?;
+        Ok(link)
     }
 }
 

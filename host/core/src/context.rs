@@ -267,10 +267,15 @@ pub struct ReviewContext {
     pub approvals_reviewer: ApprovalsReviewer,
     /// Whether the server's permission profile auto-approves prompts.
     pub auto_approve_prompts: bool,
-    /// The agent session.
+    /// The agent session (for the gateway: the upstream session the
+    /// elicitation is tied to).
     pub session_id: Option<String>,
-    /// The agent turn.
+    /// The agent turn (for the gateway: the turn id the upstream request's
+    /// `_meta` carried).
     pub turn_id: Option<String>,
+    /// The agent's request the elicitation belongs to, when the host can tie
+    /// it to exactly one (contract 0.2's `call` interface).
+    pub related_call: Option<RelatedCall>,
     /// The catalog entry for the named tool (filled by the host from its
     /// catalog, never read from a context file).
     #[serde(skip)]
@@ -295,6 +300,7 @@ impl ReviewContext {
             auto_approve_prompts: false,
             session_id: None,
             turn_id: None,
+            related_call: None,
             catalog: CatalogEntry::Unavailable,
         }
     }
@@ -314,6 +320,88 @@ impl ReviewContext {
     /// Sets the catalog entry.
     pub fn with_catalog(mut self, catalog: CatalogEntry) -> Self {
         self.catalog = catalog;
+        self
+    }
+
+    /// Sets the related call, and the session to the call's.
+    pub fn with_related_call(mut self, call: RelatedCall) -> Self {
+        self.session_id = Some(call.session_id.clone());
+        self.related_call = Some(call);
+        self
+    }
+}
+
+/// What kind of request the agent made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallKind {
+    /// `tools/call`.
+    ToolCall,
+    /// `resources/read`.
+    ResourceRead,
+    /// `prompts/get`.
+    PromptGet,
+}
+
+/// The agent's request behind an elicitation: what it really asked the
+/// server for, as opposed to what the server's `_meta` claims. The gateway
+/// fills it when exactly one request is in flight on the server; a context
+/// file may give it (`gatehouse review`).
+///
+/// ```
+/// use gatehouse_core::context::{CallKind, RelatedCall, ReviewContext};
+/// use gatehouse_core::elicitation::RequestId;
+/// let call = RelatedCall::new("1", CallKind::ToolCall, "github__delete_branch", "delete_branch")
+///     .with_arguments(serde_json::json!({"branch": "main"}));
+/// let context = ReviewContext::new("github", RequestId::Number(4)).with_related_call(call);
+/// assert_eq!(context.session_id.as_deref(), Some("1"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelatedCall {
+    /// The upstream session that made it.
+    pub session_id: String,
+    /// Its kind.
+    pub kind: CallKind,
+    /// The name the agent used (a qualified tool or prompt name, or a URI).
+    pub qualified_name: String,
+    /// The name the server knows (its own tool or prompt name, or the URI).
+    pub name: String,
+    /// The arguments as forwarded.
+    #[serde(default)]
+    pub arguments: Option<serde_json::Value>,
+    /// The upstream request's JSON-RPC id, as JSON text (`7` or `"7"`).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+impl RelatedCall {
+    /// A call without arguments or id.
+    pub fn new(
+        session_id: impl Into<String>,
+        kind: CallKind,
+        qualified_name: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        RelatedCall {
+            session_id: session_id.into(),
+            kind,
+            qualified_name: qualified_name.into(),
+            name: name.into(),
+            arguments: None,
+            id: None,
+        }
+    }
+
+    /// The same call with its forwarded arguments.
+    pub fn with_arguments(mut self, arguments: serde_json::Value) -> Self {
+        self.arguments = Some(arguments);
+        self
+    }
+
+    /// The same call with the upstream request's id (JSON text).
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
         self
     }
 }

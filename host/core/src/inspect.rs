@@ -32,6 +32,9 @@ pub struct Inspection {
     pub sha256: String,
     /// The contract version of its `review` export, if it has one.
     pub contract_version: Option<String>,
+    /// The world it targets (`reviewer`, or `model-reviewer` when it
+    /// imports the model capability), if it has a `review` export.
+    pub world: Option<contract::World>,
     /// Its imports.
     pub imports: Vec<String>,
     /// Its exports.
@@ -80,6 +83,16 @@ pub fn inspect(sandbox: &Sandbox, source: &str, bytes: &[u8]) -> Result<Inspecti
         (base, Some(version)) if base == REVIEW_INTERFACE => Some(version.to_owned()),
         _ => None,
     });
+    let world = contract_version.as_ref().map(|_| {
+        let asks_model = imports
+            .iter()
+            .any(|name| split_versioned(name).0 == contract::MODEL_INTERFACE);
+        if asks_model {
+            contract::World::ModelReviewer
+        } else {
+            contract::World::Reviewer
+        }
+    });
     let resources = component.resources_required().map(|needs| Resources {
         memories: needs.num_memories,
         initial_memory_bytes: needs.max_initial_memory_size.map(|pages| pages * 65_536),
@@ -98,6 +111,7 @@ pub fn inspect(sandbox: &Sandbox, source: &str, bytes: &[u8]) -> Result<Inspecti
         size: bytes.len(),
         sha256: crate::sandbox::sha256_hex(bytes),
         contract_version,
+        world,
         imports,
         exports,
         resources,
@@ -105,7 +119,22 @@ pub fn inspect(sandbox: &Sandbox, source: &str, bytes: &[u8]) -> Result<Inspecti
     })
 }
 
-/// The contract version this host implements, for display beside a module's.
+/// The contract versions this host runs, for display beside a module's:
+/// `gatehouse:reviewer@0.2.0 (also runs 0.1.0)`.
 pub fn host_contract() -> String {
-    format!("{}@{}", contract::PACKAGE, contract::VERSION)
+    let older: Vec<&str> = contract::SUPPORTED_VERSIONS
+        .iter()
+        .copied()
+        .filter(|version| *version != contract::VERSION)
+        .collect();
+    if older.is_empty() {
+        format!("{}@{}", contract::PACKAGE, contract::VERSION)
+    } else {
+        format!(
+            "{}@{} (also runs {})",
+            contract::PACKAGE,
+            contract::VERSION,
+            older.join(", ")
+        )
+    }
 }

@@ -76,6 +76,7 @@ pub mod elicitation;
 pub mod escape;
 pub mod failure;
 pub mod inspect;
+pub mod model;
 pub mod outcome;
 pub mod private_fs;
 pub mod request;

@@ -23,6 +23,8 @@ pub struct ReviewRequest {
     params: ElicitationParams,
     context: ReviewContext,
     wire: wit::ReviewRequest,
+    /// The context's related call, shared with every review's store.
+    related_call: Option<std::sync::Arc<crate::context::RelatedCall>>,
 }
 
 impl ReviewRequest {
@@ -54,10 +56,12 @@ impl ReviewRequest {
                 .map(|meta| serde_json::Value::Object(meta.clone()).to_string()),
             context: wire_context(&context),
         };
+        let related_call = context.related_call.clone().map(std::sync::Arc::new);
         ReviewRequest {
             params,
             context,
             wire,
+            related_call,
         }
     }
 
@@ -73,6 +77,10 @@ impl ReviewRequest {
 
     /// The contract form passed to guests (the wire types are crate-private:
     /// see [`crate::contract`]).
+    pub(crate) fn related_call(&self) -> Option<&std::sync::Arc<crate::context::RelatedCall>> {
+        self.related_call.as_ref()
+    }
+
     pub(crate) fn wire(&self) -> &wit::ReviewRequest {
         &self.wire
     }

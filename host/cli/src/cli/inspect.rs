@@ -52,6 +52,15 @@ fn print_text(report: &Inspection) {
         Escaped(report.contract_version.as_deref().unwrap_or("none")),
         host_contract()
     );
+    if let Some(world) = report.world {
+        let needs = match world {
+            gatehouse_core::contract::World::ModelReviewer => {
+                " (asks a model: needs `model = \"NAME\"` in its [[review.modules]] entry)"
+            }
+            gatehouse_core::contract::World::Reviewer => "",
+        };
+        println!("world     {world}{needs}");
+    }
     match &report.reviewer {
         Ok(info) => println!(
             "reviewer  {} {} claims [{}]",

@@ -9,7 +9,9 @@ use wasmtime::component::Component;
 
 use super::module::{Prepared, ReviewerModule};
 use super::{MEMORIES_PER_COMPONENT, Shared, TABLES_PER_COMPONENT, WasiPolicy};
-use crate::contract::{self, LOGGING_INTERFACE, REVIEW_INTERFACE, split_versioned};
+use crate::contract::{
+    self, MODEL_INTERFACE, PACKAGE, REVIEW_INTERFACE, SUPPORTED_VERSIONS, World, split_versioned,
+};
 
 /// Why a module could not be loaded. Each error names the module's source.
 #[derive(Debug, thiserror::Error)]
@@ -54,8 +56,9 @@ pub enum LoadError {
     },
     /// The component does not export the review interface.
     #[error(
-        "{module}: does not export `{REVIEW_INTERFACE}@{}`; it is not a reviewer (its exports: {exports})",
-        contract::VERSION
+        "{module}: does not export `{REVIEW_INTERFACE}@{}` (this host also runs contract versions {}); it is not a reviewer (its exports: {exports})",
+        contract::VERSION,
+        SUPPORTED_VERSIONS.join(", ")
     )]
     NotAReviewer {
         /// Where the module came from.
@@ -65,8 +68,8 @@ pub enum LoadError {
     },
     /// The component was built against a contract version this host does not support.
     #[error(
-        "{module}: `{interface}` is contract version {found}, but this host implements {}; rebuild the module against wit/ of this host",
-        contract::VERSION
+        "{module}: `{interface}` is contract version {found}, but this host runs contract versions {}; rebuild the module against wit/ of this host",
+        SUPPORTED_VERSIONS.join(" and ")
     )]
     UnsupportedVersion {
         /// Where the module came from.
@@ -78,18 +81,35 @@ pub enum LoadError {
     },
     /// The component imports something the host does not provide.
     #[error(
-        "{module}: imports `{import}`, which the host does not provide; a reviewer may import only `{LOGGING_INTERFACE}` and WASI 0.2"
+        "{module}: imports `{import}`, which the host does not provide; a reviewer of contract {version} may import only {allowed} and WASI 0.2"
     )]
     UnsupportedImport {
         /// Where the module came from.
         module: String,
         /// The import.
         import: String,
+        /// The contract version the module's `review` export names.
+        version: String,
+        /// What that version lets it import.
+        allowed: String,
+    },
+    /// The component's contract imports name another version than its
+    /// `review` export.
+    #[error(
+        "{module}: exports `{REVIEW_INTERFACE}@{version}` but imports `{import}`; every `{PACKAGE}` interface of a module must be of one contract version: rebuild it against one wit/"
+    )]
+    MixedVersions {
+        /// Where the module came from.
+        module: String,
+        /// The version of its `review` export.
+        version: String,
+        /// The import of another version.
+        import: String,
     },
     /// The component's imports or exports have the wrong types.
     #[error(
         "{module}: does not match the `reviewer` world: {detail}; rebuild the module against wit/ of this host (contract {})",
-        contract::VERSION
+        SUPPORTED_VERSIONS.join(" or ")
     )]
     WorldMismatch {
         /// Where the module came from.
@@ -158,7 +178,7 @@ pub(crate) fn load(
             }
         }
     })?;
-    check_world(&shared, &component, source)?;
+    let (version, world) = check_world(&shared, &component, source)?;
     check_resources(&shared, &component, source)?;
     let world_mismatch = |error: wasmtime::Error| LoadError::WorldMismatch {
         module: source.to_owned(),
@@ -173,8 +193,7 @@ pub(crate) fn load(
         }
     }
     .map_err(world_mismatch)?;
-    let pre = contract::ReviewerPre::new(pre).map_err(world_mismatch)?;
-    let prepared = Prepared::new(pre).map_err(world_mismatch)?;
+    let prepared = Prepared::new(pre, &version, world).map_err(world_mismatch)?;
     Ok(ReviewerModule::new(
         shared,
         name.to_owned(),
@@ -228,8 +247,14 @@ fn is_core_module(bytes: &[u8]) -> bool {
 }
 
 /// Checks the exports and imports by name before wasmtime checks their types,
-/// so the error says what is missing rather than how types differ.
-fn check_world(shared: &Shared, component: &Component, source: &str) -> Result<(), LoadError> {
+/// so the error says what is missing rather than how types differ. Returns
+/// the contract version of the module's `review` export and the world it
+/// targets.
+fn check_world(
+    shared: &Shared,
+    component: &Component,
+    source: &str,
+) -> Result<(String, World), LoadError> {
     let ty = component.component_type();
     let exports: Vec<&str> = ty.exports(&shared.engine).map(|(name, _)| name).collect();
     let review = exports
@@ -246,18 +271,40 @@ fn check_world(shared: &Shared, component: &Component, source: &str) -> Result<(
         });
     };
     check_version(review, source)?;
+    let version = split_versioned(review).1.unwrap_or_default().to_owned();
+    let allowed = contract::interfaces_of(&version);
+    let mut world = World::Reviewer;
     for (import, _) in ty.imports(&shared.engine) {
-        let (base, _) = split_versioned(import);
-        if base == LOGGING_INTERFACE || base == "gatehouse:reviewer/types" {
+        let (base, import_version) = split_versioned(import);
+        if base.starts_with(&format!("{PACKAGE}/")) {
             check_version(import, source)?;
+            if import_version != Some(version.as_str()) {
+                return Err(LoadError::MixedVersions {
+                    module: source.to_owned(),
+                    version,
+                    import: import.to_owned(),
+                });
+            }
+        }
+        if allowed.contains(&base) {
+            if base == MODEL_INTERFACE {
+                world = World::ModelReviewer;
+            }
         } else if !is_wasi_p2(import) {
             return Err(LoadError::UnsupportedImport {
                 module: source.to_owned(),
                 import: import.to_owned(),
+                version,
+                allowed: allowed
+                    .iter()
+                    .filter(|interface| **interface != contract::TYPES_INTERFACE)
+                    .map(|interface| format!("`{interface}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
     }
-    Ok(())
+    Ok((version, world))
 }
 
 fn check_version(name: &str, source: &str) -> Result<(), LoadError> {

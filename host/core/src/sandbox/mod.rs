@@ -12,6 +12,7 @@
 
 mod blocking;
 mod cache;
+mod capabilities;
 mod limits;
 mod load;
 mod module;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+pub use capabilities::MAX_MODEL_CALLS_PER_REVIEW;
 pub use limits::{Limits, LimitsBuilder};
 pub use load::LoadError;
 pub(crate) use load::sha256_hex;
@@ -32,7 +34,7 @@ pub use module::{ModuleInfo, ModuleReport, ReviewerModule};
 pub use state::{GuestLog, ReviewLogs};
 pub use wasi::WasiPolicy;
 
-use crate::contract;
+use crate::contract::{self, logging};
 use state::ReviewState;
 use ticker::{EpochTicker, InFlight};
 
@@ -231,8 +233,7 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasi::add_to_linker(&mut linker, wasi)
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
-        contract::Reviewer::add_to_linker::<_, HasSelf<ReviewState>>(&mut linker, |state| state)
-            .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
+        link_contract(&mut linker).map_err(|error| SandboxError::Link(format!("{error:#}")))?;
         let compile_cache = compile_cache.and_then(|dir| {
             cache::CompileCache::open(dir)
                 .inspect_err(|error| {
@@ -323,4 +324,28 @@ impl Sandbox {
     ) -> Result<ReviewerModule, LoadError> {
         load::load(self.shared.clone(), name, source, bytes, pinned_sha256)
     }
+}
+
+/// Links the contract's host functions: every import of the current
+/// version's worlds, and the same functions under the names of each older
+/// supported version (0.1.0 has `logging` and `types`; its types are the
+/// current ones, so the functions are shared as they are).
+fn link_contract(linker: &mut Linker<ReviewState>) -> wasmtime::Result<()> {
+    contract::ModelReviewer::add_to_linker::<_, HasSelf<ReviewState>>(linker, |state| state)?;
+    let mut logging_0_1 = linker.instance(&format!("{}@0.1.0", contract::LOGGING_INTERFACE))?;
+    logging_0_1.func_wrap(
+        "log",
+        |mut store: wasmtime::StoreContextMut<'_, ReviewState>,
+         (level, message, fields): (logging::Level, String, Vec<(String, String)>)| {
+            logging::Host::log(store.data_mut(), level, message, fields);
+            Ok(())
+        },
+    )?;
+    logging_0_1.func_wrap(
+        "max-level",
+        |mut store: wasmtime::StoreContextMut<'_, ReviewState>, (): ()| {
+            Ok((logging::Host::max_level(store.data_mut()),))
+        },
+    )?;
+    Ok(())
 }

@@ -7,14 +7,16 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{ComponentExportIndex, Instance, TypedFunc};
+use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::Shared;
+use super::capabilities::ModelSession;
 use super::state::{LimitHit, ReviewLogs, ReviewState};
 use super::wasi::DeniedCall;
-use crate::contract::{self, REVIEW_INTERFACE, types as wit};
+use crate::contract::{REVIEW_INTERFACE, World, types as wit};
 use crate::failure::ReviewFailure;
+use crate::model::{Cancel, ModelCallRecord, ModelGrant};
 use crate::outcome::Outcome;
 use crate::request::ReviewRequest;
 
@@ -48,23 +50,30 @@ type DescribeFunc = TypedFunc<(), (wit::ModuleInfo,)>;
 /// fresh instance does not check them again.
 #[derive(Clone)]
 pub(crate) struct Prepared {
-    pre: contract::ReviewerPre<ReviewState>,
+    pre: InstancePre<ReviewState>,
     describe: ComponentExportIndex,
     review: ComponentExportIndex,
+    /// The contract version the module was built against (its `review`
+    /// export's), e.g. `0.1.0`.
+    version: Arc<str>,
+    world: World,
 }
 
 impl Prepared {
-    /// Finds the functions in `pre`'s component and checks their types
-    /// against the contract: the check the bindings' generated code makes at
-    /// every instantiation, with the same (doc-hidden) wasmtime calls it uses.
-    pub(crate) fn new(pre: contract::ReviewerPre<ReviewState>) -> wasmtime::Result<Self> {
-        let instance_pre = pre.instance_pre();
-        let component = instance_pre.component();
-        let name = format!("{REVIEW_INTERFACE}@{}", contract::VERSION);
+    /// Finds the functions of `review@version` in `pre`'s component and
+    /// checks their types against the contract (the same types for every
+    /// supported version).
+    pub(crate) fn new(
+        pre: InstancePre<ReviewState>,
+        version: &str,
+        world: World,
+    ) -> wasmtime::Result<Self> {
+        let component = pre.component();
+        let name = format!("{REVIEW_INTERFACE}@{version}");
         let (_, interface) = component
             .get_export(None, &name)
             .ok_or_else(|| wasmtime::format_err!("no exported instance named `{name}`"))?;
-        let types = instance_pre.instance_type();
+        let types = pre.instance_type();
         let func = |export: &str| {
             let (item, index) = component
                 .get_export(Some(&interface), export)
@@ -82,6 +91,8 @@ impl Prepared {
             pre,
             describe,
             review,
+            version: version.into(),
+            world,
         })
     }
 }
@@ -169,6 +180,9 @@ pub struct ModuleReport {
     pub elapsed: Duration,
     /// What the module logged.
     pub logs: ReviewLogs,
+    /// The calls it made to its model, in order (contract 0.2).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model_calls: Vec<ModelCallRecord>,
 }
 
 fn serialize_result<S: serde::Serializer>(
@@ -242,6 +256,18 @@ impl ReviewerModule {
         self.size
     }
 
+    /// The contract version it was built against (its `review` export's),
+    /// e.g. `0.1.0`.
+    pub fn contract_version(&self) -> &str {
+        &self.prepared.version
+    }
+
+    /// The world it targets: [`World::ModelReviewer`] when it imports the
+    /// model capability, which only a granted module may use.
+    pub fn world(&self) -> World {
+        self.prepared.world
+    }
+
     /// The same module under another name (for logs and reports).
     pub fn renamed(&self, name: &str) -> ReviewerModule {
         ReviewerModule {
@@ -256,15 +282,41 @@ impl ReviewerModule {
 
     /// Reviews one request in a fresh instance. `config` is the module's
     /// configuration (JSON text). Never panics on guest behaviour: every
-    /// failure comes back as a [`ReviewFailure`] in the report.
+    /// failure comes back as a [`ReviewFailure`] in the report. A module of
+    /// the `model-reviewer` world reviewed this way has no model (its calls
+    /// answer `not-configured`): see [`review_with`](Self::review_with).
     pub fn review(&self, config: &str, request: &ReviewRequest) -> ModuleReport {
+        self.review_with(config, request, None, &Cancel::new())
+    }
+
+    /// [`review`](Self::review), with the model the operator granted this
+    /// module (if any) and the token that cancels a wait on it. The model's
+    /// budget ([`ModelGrant::timeout`]) starts with the review; time the
+    /// guest waits on its model does not count against its deadline.
+    pub fn review_with(
+        &self,
+        config: &str,
+        request: &ReviewRequest,
+        model: Option<&ModelGrant>,
+        cancel: &Cancel,
+    ) -> ModuleReport {
         let started = Instant::now();
         let mut store = self.store();
+        let granted = &mut store.data_mut().granted;
+        granted.related_call = request.related_call().cloned();
+        granted.model = model.map(|grant| ModelSession::new(grant, cancel));
         let result = self
             .instantiate(&mut store)
             .and_then(|instance| self.review_in(instance, &mut store, config, request));
         let elapsed = started.elapsed();
-        let logs = store.into_data().into_logs();
+        let mut state = store.into_data();
+        let model_calls = state
+            .granted
+            .model
+            .take()
+            .map(|session| session.calls)
+            .unwrap_or_default();
+        let logs = state.into_logs();
         if let Err(failure) = &result {
             tracing::warn!(
                 module = %self.name,
@@ -280,6 +332,7 @@ impl ReviewerModule {
             result,
             elapsed,
             logs,
+            model_calls,
         }
     }
 
@@ -316,7 +369,6 @@ impl ReviewerModule {
     fn instantiate(&self, store: &mut Store<ReviewState>) -> Result<Instance, ReviewFailure> {
         self.prepared
             .pre
-            .instance_pre()
             .instantiate(&mut *store)
             .map_err(|error| self.classify(store, error, true))
     }

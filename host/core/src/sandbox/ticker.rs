@@ -88,6 +88,23 @@ impl Deadline {
     }
 
     /// Starts the deadline again from now.
+    /// Stops the clock while the guest waits on the host (its model): the
+    /// review leaves the in-flight registry, so the ticker does not end it
+    /// for time it did not spend running. Returns the time used so far, for
+    /// [`resume`](Self::resume).
+    pub(crate) fn pause(&mut self) -> Duration {
+        let used = self.started.elapsed();
+        self.in_flight.lock().starts[self.slot] = None;
+        used
+    }
+
+    /// Starts the clock again with `used` already spent.
+    pub(crate) fn resume(&mut self, used: Duration) {
+        let now = Instant::now();
+        self.started = now.checked_sub(used).unwrap_or(now);
+        self.in_flight.lock().starts[self.slot] = Some(self.started);
+    }
+
     pub(crate) fn restart(&mut self) {
         self.started = Instant::now();
         self.in_flight.lock().starts[self.slot] = Some(self.started);

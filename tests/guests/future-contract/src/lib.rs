@@ -1,4 +1,4 @@
-//! Test guest `future-contract`: a reviewer of contract 0.2.0.
+//! Test guest `future-contract`: a reviewer of contract 0.3.0.
 #![cfg(target_arch = "wasm32")]
 
 wit_bindgen::generate!({

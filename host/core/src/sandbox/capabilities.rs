@@ -1,0 +1,190 @@
+//! The host side of contract 0.2's imports: `call` (the related call) and
+//! `model` (the granted model). Each review's store holds a [`Granted`]: what
+//! those imports answer from, set by the chain for that module and request.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::context::{CallKind, RelatedCall};
+use crate::contract::{call, model as wit};
+use crate::model::{
+    Cancel, Completion, CompletionRequest, FinishReason, Message, ModelCallRecord, ModelError,
+    ModelGrant, ModelReply, Role,
+};
+
+use super::state::ReviewState;
+
+/// The most model calls one review may make; past it, `complete` answers
+/// `rejected` without asking. Keeps a looping guest from filling the audit
+/// line (the model budget already bounds its time).
+pub const MAX_MODEL_CALLS_PER_REVIEW: usize = 8;
+
+/// What one review's `call` and `model` imports answer from.
+#[derive(Default)]
+pub(crate) struct Granted {
+    /// The request's related call, shared with the request.
+    pub(crate) related_call: Option<Arc<RelatedCall>>,
+    /// The model, when the operator granted one to this module.
+    pub(crate) model: Option<ModelSession>,
+}
+
+/// A granted model for one review: its budget, its cancel token and the
+/// calls made so far.
+pub(crate) struct ModelSession {
+    grant: ModelGrant,
+    /// When the review's model budget ends (wall clock, all calls together).
+    deadline: Instant,
+    cancel: Cancel,
+    pub(crate) calls: Vec<ModelCallRecord>,
+}
+
+impl ModelSession {
+    /// A session whose budget starts now.
+    pub(crate) fn new(grant: &ModelGrant, cancel: &Cancel) -> Self {
+        ModelSession {
+            grant: grant.clone(),
+            deadline: Instant::now() + grant.timeout(),
+            cancel: cancel.clone(),
+            calls: Vec::new(),
+        }
+    }
+}
+
+impl call::Host for ReviewState {
+    fn related(&mut self) -> Option<call::RelatedCall> {
+        let related = self.granted.related_call.as_deref()?;
+        Some(call::RelatedCall {
+            session_id: related.session_id.clone(),
+            kind: match related.kind {
+                CallKind::ToolCall => call::CallKind::ToolCall,
+                CallKind::ResourceRead => call::CallKind::ResourceRead,
+                CallKind::PromptGet => call::CallKind::PromptGet,
+            },
+            qualified_name: related.qualified_name.clone(),
+            name: related.name.clone(),
+            arguments: related.arguments.as_ref().map(ToString::to_string),
+            id: related.id.clone(),
+        })
+    }
+}
+
+impl wit::Host for ReviewState {
+    fn complete(
+        &mut self,
+        request: wit::CompletionRequest,
+    ) -> Result<wit::Completion, wit::ModelError> {
+        let Some(session) = self.granted.model.as_mut() else {
+            return Err(wit::ModelError::NotConfigured);
+        };
+        let request = CompletionRequest {
+            messages: request
+                .messages
+                .into_iter()
+                .map(|message| Message {
+                    role: match message.role {
+                        wit::Role::System => Role::System,
+                        wit::Role::User => Role::User,
+                        wit::Role::Assistant => Role::Assistant,
+                    },
+                    content: message.content,
+                })
+                .collect(),
+            output_schema: request.output_schema,
+            max_output_tokens: request.max_output_tokens,
+        };
+        let prompt = request.prompt_json();
+        let started = Instant::now();
+        let reply = if session.calls.len() >= MAX_MODEL_CALLS_PER_REVIEW {
+            ModelReply::failed(
+                ModelError::Rejected(format!(
+                    "a review may ask its model at most {MAX_MODEL_CALLS_PER_REVIEW} times"
+                )),
+                0,
+            )
+        } else if session.cancel.is_cancelled() {
+            ModelReply::failed(ModelError::Cancelled, 0)
+        } else if started >= session.deadline {
+            ModelReply::failed(ModelError::Timeout, 0)
+        } else {
+            // The wait is the model's time, not the guest's: the guest's
+            // deadline stops while it lasts.
+            let used = self.deadline.pause();
+            let reply = session
+                .grant
+                .model()
+                .complete(&request, session.deadline, &session.cancel);
+            self.deadline.resume(used);
+            reply
+        };
+        let latency = started.elapsed();
+        session
+            .calls
+            .push(record(session, &prompt, &reply, latency));
+        match reply.result {
+            Ok(completion) => Ok(wire_completion(completion)),
+            Err(error) => Err(wire_error(error)),
+        }
+    }
+}
+
+fn record(
+    session: &ModelSession,
+    prompt: &str,
+    reply: &ModelReply,
+    latency: std::time::Duration,
+) -> ModelCallRecord {
+    let (model, input_tokens, output_tokens, answer, error) = match &reply.result {
+        Ok(completion) => (
+            completion.model.clone(),
+            completion.input_tokens,
+            completion.output_tokens,
+            Some(completion.text.clone()),
+            None,
+        ),
+        Err(error) => (
+            String::new(),
+            None,
+            None,
+            None,
+            Some(error.code().to_owned()),
+        ),
+    };
+    ModelCallRecord {
+        grant: session.grant.name().to_owned(),
+        model,
+        prompt_sha256: super::sha256_hex(prompt.as_bytes()),
+        prompt: session.grant.audit_prompts().then(|| prompt.to_owned()),
+        input_tokens,
+        output_tokens,
+        attempts: reply.attempts,
+        latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+        answer,
+        error,
+    }
+}
+
+fn wire_completion(completion: Completion) -> wit::Completion {
+    wit::Completion {
+        text: completion.text,
+        model: completion.model,
+        finish_reason: match completion.finish_reason {
+            FinishReason::Stop => wit::FinishReason::Stop,
+            FinishReason::Length => wit::FinishReason::Length,
+            FinishReason::ContentFilter => wit::FinishReason::ContentFilter,
+            FinishReason::Other => wit::FinishReason::Other,
+        },
+        input_tokens: completion.input_tokens,
+        output_tokens: completion.output_tokens,
+    }
+}
+
+fn wire_error(error: ModelError) -> wit::ModelError {
+    match error {
+        ModelError::NotConfigured => wit::ModelError::NotConfigured,
+        ModelError::Timeout => wit::ModelError::Timeout,
+        ModelError::Cancelled => wit::ModelError::Cancelled,
+        ModelError::RateLimited(detail) => wit::ModelError::RateLimited(detail),
+        ModelError::Transient(detail) => wit::ModelError::Transient(detail),
+        ModelError::Rejected(detail) => wit::ModelError::Rejected(detail),
+    }
+}
