@@ -14,6 +14,7 @@ mod guardian_cases;
 mod load;
 mod mcp_runtime;
 mod model_capability;
+mod model_provider;
 mod reload;
 mod router;
 mod sandbox_failures;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 
 pub mod load;
+pub mod model_stub;
 pub mod raw_http;
 mod table_bomb;
 pub use table_bomb::table_bomb_component;

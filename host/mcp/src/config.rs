@@ -22,6 +22,11 @@
 //! bearer_token_env_var = "GATEHOUSE_TOKEN"   # else a random token in .gatehouse/token
 //! allowed_origins = ["http://localhost:3000"]
 //! max_http_sessions = 64
+//!
+//! [models.review]                 # a model modules may ask (crate::model)
+//! endpoint = "https://api.openai.com/v1"
+//! model = "gpt-4o-mini"
+//! api_key_env_var = "OPENAI_API_KEY"
 //! ```
 
 use std::collections::BTreeMap;
@@ -71,6 +76,14 @@ pub enum ConfigError {
         /// What is wrong and what to write instead.
         problem: String,
     },
+    /// A `[models.NAME]` table is invalid.
+    #[error("{}: {source}", path.display())]
+    Model {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, naming the table and the field.
+        source: crate::model::ModelConfigError,
+    },
 }
 
 /// The whole config file.
@@ -92,6 +105,10 @@ pub struct Config {
     /// The `[gateway]` section: the HTTP listener of `gatehouse serve --listen`.
     #[serde(default)]
     pub gateway: GatewayConfig,
+    /// The `[models.NAME]` tables: language models modules may ask
+    /// ([`crate::model`]).
+    #[serde(default)]
+    pub models: BTreeMap<String, crate::model::ModelConfig>,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,
@@ -125,6 +142,12 @@ impl Config {
                 field,
                 problem,
             })?;
+        for (name, model) in &config.models {
+            model.check(name).map_err(|source| ConfigError::Model {
+                path: origin.to_path_buf(),
+                source,
+            })?;
+        }
         Ok(config)
     }
 
