@@ -15,6 +15,7 @@ mod load;
 mod mcp_runtime;
 mod model_capability;
 mod model_provider;
+mod model_routing;
 mod reload;
 mod router;
 mod sandbox_failures;

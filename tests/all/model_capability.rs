@@ -5,75 +5,21 @@
 //! audit, and the related call reaches the guest as the host tied it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use gatehouse_core::chain::{Chain, ChainLink, GrantError};
 use gatehouse_core::config::ModuleConfig;
 use gatehouse_core::context::{CallKind, RelatedCall, ReviewContext};
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::failure::ReviewFailure;
-use gatehouse_core::model::{
-    Cancel, Completion, CompletionRequest, Model, ModelError, ModelGrant, ModelReply,
-};
+use gatehouse_core::model::{Cancel, ModelGrant};
 use gatehouse_core::outcome::Decision;
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{Limits, MAX_MODEL_CALLS_PER_REVIEW};
+use gatehouse_tests::scripted_model::{Script, Scripted};
 use gatehouse_tests::{load, sandbox, sandbox_with};
 use serde_json::json;
-
-/// What the scripted model does on each call.
-#[derive(Clone, Copy)]
-enum Script {
-    /// Answers `text` at once.
-    Answer(&'static str),
-    /// Sleeps, then answers `text`.
-    AfterSleep(Duration, &'static str),
-    /// Waits for the deadline or the cancel token, as a real provider must.
-    Hang,
-}
-
-/// A [`Model`] that follows a script and keeps the requests it saw.
-struct Scripted {
-    script: Script,
-    seen: Mutex<Vec<CompletionRequest>>,
-}
-
-impl Scripted {
-    fn new(script: Script) -> Arc<Scripted> {
-        Arc::new(Scripted {
-            script,
-            seen: Mutex::new(Vec::new()),
-        })
-    }
-}
-
-impl Model for Scripted {
-    fn complete(
-        &self,
-        request: &CompletionRequest,
-        deadline: Instant,
-        cancel: &Cancel,
-    ) -> ModelReply {
-        self.seen.lock().expect("lock").push(request.clone());
-        match self.script {
-            Script::Answer(text) => ModelReply::answered(Completion::text("scripted-1", text)),
-            Script::AfterSleep(pause, text) => {
-                std::thread::sleep(pause);
-                ModelReply::answered(Completion::text("scripted-1", text))
-            }
-            Script::Hang => loop {
-                if cancel.is_cancelled() {
-                    return ModelReply::failed(ModelError::Cancelled, 1);
-                }
-                if Instant::now() >= deadline {
-                    return ModelReply::failed(ModelError::Timeout, 1);
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            },
-        }
-    }
-}
 
 fn grant(model: Arc<Scripted>) -> ModelGrant {
     ModelGrant::new("review", model)

@@ -91,6 +91,11 @@ struct Setup {
 fn setup(upstream: Upstream, settings: ElicitationSettings) -> Setup {
     let sandbox = sandbox();
     let chain = Chain::new(vec![ChainLink::new(load(&sandbox, "gatehouse_guardian"))]);
+    setup_with(upstream, settings, chain)
+}
+
+/// A gateway in front of demo-server `git`, reviewing with `chain`.
+fn setup_with(upstream: Upstream, settings: ElicitationSettings, chain: Chain) -> Setup {
     let audit = Arc::new(AuditLog::in_memory());
     let upstream = Arc::new(upstream);
     let router = Arc::new(Router::new(
@@ -341,4 +346,97 @@ async fn a_session_gets_at_most_max_calls_per_session_in_flight() {
         .await
         .expect("call after the first finished");
     assert!(text(&echoed).contains("hi"), "{}", text(&echoed));
+}
+
+/// `delete_branch` on `branch`, with `_meta.turnId` = `turn`.
+fn delete_branch(branch: &str, turn: &str) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new("git__delete_branch").with_arguments(
+        json!({"branch": branch})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    params.meta = Some(
+        json!({"turnId": turn})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .into(),
+    );
+    params
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reviewer_sees_the_call_the_agent_made_and_the_audit_its_session_and_turn() {
+    let sandbox = sandbox();
+    // Without `ask`, model-probe declines with the related call it was given.
+    let chain = Chain::new(vec![
+        ChainLink::new(load(&sandbox, "test_guest_model_probe")).with_model(
+            gatehouse_core::model::ModelGrant::new(
+                "unused",
+                gatehouse_tests::scripted_model::Scripted::new(
+                    gatehouse_tests::scripted_model::Script::Answer("allow"),
+                ),
+            ),
+        ),
+    ]);
+    let setup = setup_with(Upstream::default(), ElicitationSettings::default(), chain);
+    let session = setup.gateway.session();
+    let client = connect(setup.gateway.clone(), Person::new(Some("Alice"))).await;
+    let result = client
+        .call_tool(delete_branch("main", "turn-9"))
+        .await
+        .expect("call");
+    let shown = text(&result);
+    let expected = format!(
+        r#"related=tool-call git__delete_branch delete_branch {{"branch":"main"}} session={session} id="#
+    );
+    assert!(shown.contains("elicitation answered: decline"), "{shown}");
+    assert!(shown.contains(&expected), "{shown}");
+    let line = &audit_lines(&setup.audit)[0];
+    assert_eq!(line["session"], session.get(), "{line}");
+    assert_eq!(line["turn"], "turn-9", "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_review_through_the_gateway_is_audited_with_its_call() {
+    use gatehouse_core::model::ModelGrant;
+    use gatehouse_tests::scripted_model::{Script, Scripted};
+    let sandbox = sandbox();
+    let model = Scripted::new(Script::Answer(r#"{"outcome":"allow"}"#));
+    let chain = Chain::new(vec![
+        ChainLink::new(load(&sandbox, "test_guest_model_probe"))
+            .with_config(r#"{"ask": true}"#)
+            .with_model(ModelGrant::new("review", model.clone())),
+    ]);
+    let setup = setup_with(Upstream::default(), ElicitationSettings::default(), chain);
+    let client = connect(setup.gateway.clone(), Person::new(Some("Alice"))).await;
+    let result = client
+        .call_tool(delete_branch("feature", "t1"))
+        .await
+        .expect("call");
+    assert!(
+        text(&result).contains("elicitation answered: accept"),
+        "{}",
+        text(&result)
+    );
+    // The model was asked about the call the agent made.
+    let seen = model.seen.lock().expect("lock");
+    assert!(
+        seen[0].messages[1]
+            .content
+            .contains(r#"{"branch":"feature"}"#)
+    );
+    let line = &audit_lines(&setup.audit)[0];
+    let call = &line["steps"][0]["model_calls"][0];
+    assert_eq!(call["grant"], "review", "{line}");
+    assert_eq!(call["model"], "scripted-1", "{line}");
+    assert_eq!(call["attempts"], 1, "{line}");
+    assert_eq!(call["answer"], r#"{"outcome":"allow"}"#, "{line}");
+    assert_eq!(
+        call["prompt_sha256"].as_str().map(str::len),
+        Some(64),
+        "{line}"
+    );
+    assert!(call.get("prompt").is_none(), "{line}");
 }

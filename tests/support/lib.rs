@@ -12,6 +12,7 @@ use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 
 pub mod load;
 pub mod model_stub;
+pub mod scripted_model;
 pub mod raw_http;
 mod table_bomb;
 pub use table_bomb::table_bomb_component;

@@ -269,8 +269,87 @@ impl Chain {
     /// Runs the request through the chain; `cancel` ends a module's wait on
     /// its model (the module sees `cancelled`).
     pub fn review_with(&self, request: &ReviewRequest, cancel: &Cancel) -> ChainReport {
-        let mut steps = Vec::with_capacity(self.links.len());
-        for (step, link) in self.links.iter().enumerate() {
+        let mut run = ChainRun::new(self);
+        while run.run_stretch(request, cancel) {}
+        run.finish()
+    }
+}
+
+/// A chain's review run a stretch at a time, for a host that schedules the
+/// two kinds of work apart: a *stretch* is either the run of consecutive
+/// links that ask no model (rule-based, bounded by their deadlines), or one
+/// link granted a model (which may wait on it for its model budget). The
+/// gateway admits each stretch to its own pool, so that reviews waiting on a
+/// model never hold the slots that rule-based reviews need. [`Chain::review`]
+/// runs every stretch in turn.
+///
+/// Generic over how it holds the chain (`&Chain`, `Arc<Chain>`), so that a
+/// run can move to another thread with the chain it reviews.
+#[derive(Debug)]
+pub struct ChainRun<C: std::borrow::Borrow<Chain> = std::sync::Arc<Chain>> {
+    chain: C,
+    steps: Vec<ModuleReport>,
+    verdict: Option<Verdict>,
+}
+
+impl<C: std::borrow::Borrow<Chain>> ChainRun<C> {
+    /// A run that has not started.
+    pub fn new(chain: C) -> Self {
+        let steps = Vec::with_capacity(chain.borrow().len());
+        ChainRun {
+            chain,
+            steps,
+            verdict: None,
+        }
+    }
+
+    /// The links of the next stretch, or `None` when the run is over.
+    fn next_stretch(&self) -> Option<std::ops::Range<usize>> {
+        if self.verdict.is_some() {
+            return None;
+        }
+        let links = self.chain.borrow().links();
+        let start = self.steps.len();
+        let first = links.get(start)?;
+        if first.model.is_some() {
+            return Some(start..start + 1);
+        }
+        let end = links[start..]
+            .iter()
+            .position(|link| link.model.is_some())
+            .map_or(links.len(), |offset| start + offset);
+        Some(start..end)
+    }
+
+    /// Whether the next stretch is one module granted a model; `None` when
+    /// the run is over.
+    pub fn next_asks_model(&self) -> Option<bool> {
+        let stretch = self.next_stretch()?;
+        Some(self.chain.borrow().links()[stretch.start].model.is_some())
+    }
+
+    /// The longest the next stretch can take: its modules' deadlines, with
+    /// the model budget of a granted one (zero when the run is over).
+    pub fn next_budget(&self) -> std::time::Duration {
+        self.next_stretch()
+            .map_or(std::time::Duration::ZERO, |stretch| {
+                self.chain.borrow().links()[stretch]
+                    .iter()
+                    .map(link_budget)
+                    .fold(
+                        std::time::Duration::ZERO,
+                        std::time::Duration::saturating_add,
+                    )
+            })
+    }
+
+    /// Runs the next stretch. Returns whether anything is left to run.
+    pub fn run_stretch(&mut self, request: &ReviewRequest, cancel: &Cancel) -> bool {
+        let Some(stretch) = self.next_stretch() else {
+            return false;
+        };
+        for step in stretch {
+            let link = &self.chain.borrow().links()[step];
             let report =
                 link.module
                     .review_with(&link.config, request, link.model.as_ref(), cancel);
@@ -286,14 +365,42 @@ impl Chain {
                     failure: failure.clone(),
                 }),
             };
-            steps.push(report);
-            if let Some(verdict) = verdict {
-                return ChainReport { steps, verdict };
+            self.steps.push(report);
+            if verdict.is_some() {
+                self.verdict = verdict;
+                return false;
             }
         }
+        self.next_stretch().is_some()
+    }
+
+    /// The report: every step that ran, and how it ended. A run finished
+    /// before its last stretch fails closed: nobody may read "every module
+    /// deferred" into modules that did not run.
+    pub fn finish(self) -> ChainReport {
+        let verdict = match self.verdict {
+            Some(verdict) => verdict,
+            None if self.next_stretch().is_some() => Verdict::Failed {
+                step: self.steps.len(),
+                failure: ReviewFailure::Trap(
+                    "the review was stopped before every module ran".to_owned(),
+                ),
+            },
+            None => Verdict::Deferred,
+        };
         ChainReport {
-            steps,
-            verdict: Verdict::Deferred,
+            steps: self.steps,
+            verdict,
         }
     }
+}
+
+/// The longest one link's review can take: its deadline plus its model's
+/// budget.
+fn link_budget(link: &ChainLink) -> std::time::Duration {
+    let model = link
+        .model
+        .as_ref()
+        .map_or(std::time::Duration::ZERO, ModelGrant::timeout);
+    link.module.limits().deadline().saturating_add(model)
 }

@@ -102,6 +102,9 @@ pub struct LimitsConfig {
     pub log_bytes: Option<usize>,
     /// Reviews in flight at once (sizes the instance pool).
     pub concurrent_reviews: Option<u32>,
+    /// Reviews of modules granted a model that may be in flight beyond
+    /// `concurrent_reviews` (default 16).
+    pub model_reviews: Option<u32>,
 }
 
 impl LimitsConfig {
@@ -131,6 +134,9 @@ impl LimitsConfig {
         }
         if let Some(reviews) = self.concurrent_reviews {
             builder = builder.concurrent_reviews(reviews);
+        }
+        if let Some(reviews) = self.model_reviews {
+            builder = builder.model_reviews(reviews);
         }
         builder.build()
     }

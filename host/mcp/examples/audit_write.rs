@@ -21,6 +21,7 @@ fn record(id: u64) -> AuditRecord {
         server: "git".to_owned(),
         request_id: json!(id),
         session: None,
+        turn: None,
         mode: "form".to_owned(),
         decided_by: DecidedBy::Guest,
         reason: "decided by the chain".to_owned(),
@@ -32,6 +33,7 @@ fn record(id: u64) -> AuditRecord {
             rationale: Some("read-only tool on an allowed server".to_owned()),
             risk: None,
             latency_us: 13,
+            model_calls: Vec::new(),
         }],
         answer: json!({
             "action": "accept",

@@ -79,6 +79,11 @@ pub struct AuditStep {
     pub risk: Option<gatehouse_core::outcome::RiskLevel>,
     /// Wall time, in microseconds.
     pub latency_us: u64,
+    /// The module's calls to its model (model, prompt sha256, tokens,
+    /// attempts, latency, the raw assessment; the prompt text only where
+    /// `[models.NAME] audit_prompts = true`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model_calls: Vec<gatehouse_core::model::ModelCallRecord>,
 }
 
 impl From<&ModuleReport> for AuditStep {
@@ -105,6 +110,7 @@ impl From<&ModuleReport> for AuditStep {
             rationale,
             risk,
             latency_us: u64::try_from(report.elapsed.as_micros()).unwrap_or(u64::MAX),
+            model_calls: report.model_calls.clone(),
         }
     }
 }
@@ -121,6 +127,10 @@ pub struct AuditRecord {
     /// The upstream session the elicitation was tied to, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<u64>,
+    /// The agent turn of the upstream request it was tied to, when that
+    /// request's `_meta.turnId` named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
     /// `form`, `url`, or `invalid`.
     pub mode: String,
     /// Who decided.
@@ -732,6 +742,7 @@ mod tests {
             server: "git".to_owned(),
             request_id: json!(id),
             session: None,
+            turn: None,
             mode: "form".to_owned(),
             decided_by: DecidedBy::Person,
             reason: "routed to the user".to_owned(),

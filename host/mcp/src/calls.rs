@@ -79,6 +79,33 @@ pub struct UpstreamCall {
     pub arguments: Option<Value>,
     /// The upstream request's JSON-RPC id, as JSON text.
     pub request_id: Option<String>,
+    /// The agent turn the request belongs to, when its `_meta` said
+    /// ([`turn_id`]).
+    pub turn_id: Option<String>,
+}
+
+/// The `_meta` key of an upstream request that names the agent turn it
+/// belongs to (a string). gatehouse reads this one key; it reaches a
+/// reviewer as the review context's `turn-id` and the audit line's `turn`.
+pub const TURN_ID_META_KEY: &str = "turnId";
+
+/// The longest turn id kept, in bytes; a longer one is ignored.
+pub const MAX_TURN_ID_BYTES: usize = 256;
+
+/// The turn id an upstream request's `_meta` carries: a string of at most
+/// [`MAX_TURN_ID_BYTES`] under [`TURN_ID_META_KEY`]; anything else is none.
+///
+/// ```
+/// use gatehouse_mcp::calls::turn_id;
+/// let meta = serde_json::json!({"turnId": "turn-7"});
+/// assert_eq!(turn_id(meta.as_object().unwrap()).as_deref(), Some("turn-7"));
+/// assert_eq!(turn_id(serde_json::json!({"turnId": 7}).as_object().unwrap()), None);
+/// ```
+pub fn turn_id(meta: &serde_json::Map<String, Value>) -> Option<String> {
+    meta.get(TURN_ID_META_KEY)
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty() && id.len() <= MAX_TURN_ID_BYTES)
+        .map(str::to_owned)
 }
 
 impl UpstreamCall {
@@ -98,6 +125,7 @@ impl UpstreamCall {
             server_name: server_name.into(),
             arguments: None,
             request_id: None,
+            turn_id: None,
         }
     }
 
@@ -105,6 +133,30 @@ impl UpstreamCall {
     pub fn with_arguments(mut self, arguments: Option<Value>) -> Self {
         self.arguments = arguments;
         self
+    }
+
+    /// The same call with the turn its `_meta` names ([`turn_id`]).
+    pub fn with_turn_id(mut self, turn_id: Option<String>) -> Self {
+        self.turn_id = turn_id;
+        self
+    }
+
+    /// The call as a reviewer sees it (contract 0.2's related call).
+    pub fn related_call(&self) -> gatehouse_core::context::RelatedCall {
+        use gatehouse_core::context::{CallKind as Kind, RelatedCall};
+        let kind = match self.kind {
+            CallKind::ToolCall => Kind::ToolCall,
+            CallKind::ResourceRead => Kind::ResourceRead,
+            CallKind::PromptGet => Kind::PromptGet,
+        };
+        RelatedCall {
+            session_id: self.session.to_string(),
+            kind,
+            qualified_name: self.name.clone(),
+            name: self.server_name.clone(),
+            arguments: self.arguments.clone(),
+            id: self.request_id.clone(),
+        }
     }
 
     /// The same call with the upstream request's id.

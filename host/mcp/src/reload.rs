@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::config::{Config, ConfigError};
 use crate::router::Router;
 use gatehouse_conformance::{Kit, Suite};
-use gatehouse_core::chain::{Chain, ChainLink};
+use gatehouse_core::chain::Chain;
 use gatehouse_core::sandbox::{LoadError, Sandbox};
 
 /// Why a reload was refused. The old chain keeps serving.
@@ -37,6 +37,25 @@ pub enum ReloadError {
         /// Why.
         source: LoadError,
     },
+    /// A `[models.NAME]` table could not become a model (an unset key
+    /// variable, say), or no async runtime is there to run one.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelConfigError),
+    /// A module's model grant is wrong: it asks a model without one, or names
+    /// a model that is not defined.
+    #[error("review.modules[{index}]: {source}")]
+    Grant {
+        /// Its position.
+        index: usize,
+        /// Why.
+        source: gatehouse_core::chain::GrantError,
+    },
+    /// `[models]` are configured but there is no tokio runtime to call them
+    /// from (a bug in the caller).
+    #[error(
+        "[models] are configured, but the chain is built outside a tokio runtime; build it inside one"
+    )]
+    NoRuntime,
     /// A module failed the conformance `contract` suite.
     #[error("review.modules[{index}] ({module}) fails the contract suite: {failures}")]
     Contract {
@@ -155,6 +174,12 @@ pub fn build_checked_chain(
     sandbox: &Sandbox,
     kit: Option<&Kit>,
 ) -> Result<Chain, ReloadError> {
+    let models = if config.models.is_empty() {
+        std::collections::BTreeMap::new()
+    } else {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| ReloadError::NoRuntime)?;
+        crate::model::build_models(&config.models, handle)?
+    };
     let mut links = Vec::with_capacity(config.review.modules.len());
     for (index, spec) in config.review.modules.iter().enumerate() {
         let path = config.base_dir().join(&spec.path);
@@ -171,6 +196,11 @@ pub fn build_checked_chain(
         let module = sandbox
             .load_bytes(&name, &source, &bytes, spec.sha256.as_deref())
             .map_err(|source| ReloadError::Load { index, source })?;
+        // The grant first: a module that asks a model without one is refused
+        // with what to add, before the kit reviews anything.
+        let link = spec
+            .link(Arc::new(module), config.review.on_failure, &models)
+            .map_err(|source| ReloadError::Grant { index, source })?;
         if let Some(kit) = kit {
             let report = kit.run(&source, &bytes, Suite::Contract, &[]);
             if !report.passed() {
@@ -192,11 +222,7 @@ pub fn build_checked_chain(
                 });
             }
         }
-        links.push(
-            ChainLink::new(Arc::new(module))
-                .with_config(spec.config_json())
-                .with_on_failure(spec.on_failure.unwrap_or(config.review.on_failure)),
-        );
+        links.push(link);
     }
     Ok(Chain::new(links))
 }

@@ -75,7 +75,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         audit.clone(),
         upstream.clone(),
         limits.concurrent_reviews() as usize,
-    ));
+    )
+    .with_model_reviews(limits.model_reviews() as usize));
     let kit = if config.review.verify_contract {
         Some(Kit::new(limits.clone())?)
     } else {

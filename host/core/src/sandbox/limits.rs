@@ -24,6 +24,7 @@ pub struct Limits {
     log_bytes: usize,
     stderr_bytes: usize,
     concurrent_reviews: u32,
+    model_reviews: u32,
     epoch_tick: Duration,
 }
 
@@ -39,6 +40,7 @@ impl Default for Limits {
             log_bytes: 16 << 10,
             stderr_bytes: 4 << 10,
             concurrent_reviews: 64,
+            model_reviews: 16,
             epoch_tick: Duration::from_millis(1),
         }
     }
@@ -48,7 +50,8 @@ impl Limits {
     /// A builder starting from the defaults: 50 ms deadline, 16 MiB memory,
     /// 10,000 table elements, 64 KiB output, 512 KiB wasm stack, 64 log
     /// entries and 16 KiB of log text per review, 4 KiB of captured stderr, 64
-    /// reviews in flight, 1 ms between interruptions of an overdue review.
+    /// reviews in flight and 16 more waiting on a model, 1 ms between
+    /// interruptions of an overdue review.
     pub fn builder() -> LimitsBuilder {
         LimitsBuilder(Limits::default())
     }
@@ -88,6 +91,19 @@ impl Limits {
     /// How many reviews may run at once (sizes the instance pool).
     pub fn concurrent_reviews(&self) -> u32 {
         self.concurrent_reviews
+    }
+    /// How many reviews of modules granted a model may be in flight at once,
+    /// beyond [`concurrent_reviews`](Self::concurrent_reviews): their
+    /// instances live while they wait on the model, so they get pool slots of
+    /// their own, and a host admits them separately so that slow model calls
+    /// never hold the slots rule-based reviews need.
+    pub fn model_reviews(&self) -> u32 {
+        self.model_reviews
+    }
+    /// Instance pool slots: [`concurrent_reviews`](Self::concurrent_reviews)
+    /// plus [`model_reviews`](Self::model_reviews).
+    pub fn pool_slots(&self) -> u32 {
+        self.concurrent_reviews.saturating_add(self.model_reviews)
     }
     /// How long after interrupting a review past its deadline the deadline
     /// thread interrupts again if it is still running (inside a host call,
@@ -145,6 +161,13 @@ impl LimitsBuilder {
     /// How many reviews may run at once (at least 1).
     pub fn concurrent_reviews(mut self, reviews: u32) -> Self {
         self.0.concurrent_reviews = reviews.max(1);
+        self
+    }
+    /// How many reviews waiting on a model may be in flight beyond
+    /// `concurrent_reviews` (0: none may ask a model concurrently with
+    /// a full pool).
+    pub fn model_reviews(mut self, reviews: u32) -> Self {
+        self.0.model_reviews = reviews;
         self
     }
     /// The interval between interruptions of an overdue review (at least

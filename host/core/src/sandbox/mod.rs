@@ -202,7 +202,7 @@ impl Sandbox {
         compile_cache: Option<PathBuf>,
     ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
-        let reviews = limits.concurrent_reviews();
+        let reviews = limits.pool_slots();
         pool.total_component_instances(reviews)
             .total_core_instances(reviews.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
             .total_memories(reviews.saturating_mul(MEMORIES_PER_COMPONENT))

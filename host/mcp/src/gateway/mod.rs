@@ -188,7 +188,8 @@ impl ServerHandler for Gateway {
                 entry.tool.name.to_string(),
             )
             .with_arguments(arguments)
-            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
+            .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
         match self
             .runtime
@@ -246,7 +247,8 @@ impl ServerHandler for Gateway {
                 request.uri.clone(),
                 target.uri.clone(),
             )
-            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
+            .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
         self.forwarder
             .read_target(&snapshot, &request.uri, &target)
@@ -284,7 +286,8 @@ impl ServerHandler for Gateway {
                 name.clone(),
             )
             .with_arguments(request.arguments.clone().map(serde_json::Value::Object))
-            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default()),
+            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
+            .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
         self.forwarder
             .get_prompt_from(&snapshot, &request.name, &server, &name, request.arguments)

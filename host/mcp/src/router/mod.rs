@@ -37,13 +37,15 @@ use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
 use crate::calls::{Binding, Calls, SessionId};
 use crate::handler::{Delivery, ElicitationHandler, IncomingElicitation};
 use gatehouse_core::answer::{Action, ElicitAnswer};
-use gatehouse_core::chain::{Chain, ChainReport, Verdict};
+use gatehouse_core::chain::{Chain, ChainReport, ChainRun, Verdict};
 use gatehouse_core::context::{ReviewContext, ToolCatalog};
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::failure::ReviewFailure;
+use gatehouse_core::model::Cancel;
 use gatehouse_core::request::ReviewRequest;
 use person::{Question, Tie};
 use policy::{AfterChain, Decided, Route};
+use tokio_util::sync::CancellationToken;
 
 type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
 
@@ -99,6 +101,9 @@ pub struct Router {
     catalog: OnceLock<CatalogSource>,
     calls: OnceLock<Arc<Calls>>,
     reviews: admission::Admission,
+    /// The pool of reviews waiting on a model: a granted module's stretch of
+    /// the chain runs under this one, never under `reviews`.
+    model_reviews: admission::Admission,
     /// The questions waiting for the person (see "Registries").
     pending: Pending,
     /// The pushed requests in flight, by id (see "Registries").
@@ -161,11 +166,23 @@ impl Router {
             catalog: OnceLock::new(),
             calls: OnceLock::new(),
             reviews: admission::Admission::new(concurrent_reviews),
+            model_reviews: admission::Admission::new(
+                gatehouse_core::sandbox::Limits::default().model_reviews() as usize,
+            ),
             pending: Pending::default(),
             arrivals: Pending::default(),
             in_flight: AtomicUsize::new(0),
             per_server: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Sets how many reviews may wait on a model at once (match the
+    /// sandbox's `Limits::model_reviews`; default 16). Reviews by modules
+    /// granted a model are admitted to this pool, apart from the rule-based
+    /// ones, so a slow model never holds a slot a rule-based review needs.
+    pub fn with_model_reviews(mut self, model_reviews: usize) -> Router {
+        self.model_reviews = admission::Admission::new(model_reviews);
+        self
     }
 
     /// Where the servers' tool catalogs come from (for identity binding);
@@ -275,6 +292,10 @@ impl Router {
                 .as_ref()
                 .and_then(Binding::session)
                 .map(SessionId::get),
+            turn: match &binding {
+                Some(Binding::Call(call)) => call.turn_id.clone(),
+                _ => None,
+            },
             mode,
             decided_by: decided.by,
             reason: decided.reason.clone(),
@@ -355,18 +376,18 @@ impl Router {
         match policy::route(&settings, &params) {
             Route::Settled { answer, reason } => Decided::new(answer, DecidedBy::Policy, reason),
             Route::Strict => {
-                let request = self.review_request(elicitation, params, &settings);
-                let report = self.run_chain(&request).await;
+                let request = self.review_request(elicitation, params, &settings, tie.binding);
+                let report = self.run_chain(&request, &elicitation.cancelled).await;
                 policy::strict(&report)
             }
             Route::Person { why } => {
-                let request = self.review_request(elicitation, params, &settings);
+                let request = self.review_request(elicitation, params, &settings, tie.binding);
                 self.ask_person(&all, elicitation, &request, tie, Vec::new(), why)
                     .await
             }
             Route::Chain => {
-                let request = self.review_request(elicitation, params, &settings);
-                let report = self.run_chain(&request).await;
+                let request = self.review_request(elicitation, params, &settings, tie.binding);
+                let report = self.run_chain(&request, &elicitation.cancelled).await;
                 match policy::after_chain(&report) {
                     AfterChain::Answered(decided) => decided,
                     AfterChain::Deferred { steps, why } => {
@@ -379,12 +400,15 @@ impl Router {
     }
 
     /// The review request for valid params: the server's context under the
-    /// settings in force, with the catalog entry of the tool it names.
+    /// settings in force, with the catalog entry of the tool it names, and
+    /// what the binding ties it to: the upstream session, and when exactly
+    /// one request is in flight, that related call and its turn.
     fn review_request(
         &self,
         elicitation: &IncomingElicitation,
         params: ElicitationParams,
         settings: &Effective,
+        binding: Option<&Binding>,
     ) -> ReviewRequest {
         let request_id = serde_json::to_value(&elicitation.request_id)
             .ok()
@@ -402,16 +426,69 @@ impl Router {
             .with_catalog(catalog);
         context.protocol_version = elicitation.protocol_version.clone();
         context.auto_approve_prompts = settings.auto_approve_prompts;
+        if let Some(binding) = binding {
+            context.session_id = binding.session().map(|session| session.to_string());
+            if let Binding::Call(call) = binding {
+                context.turn_id = call.turn_id.clone();
+                context = context.with_related_call(call.related_call());
+            }
+        }
         ReviewRequest::new(params, context)
     }
 
-    async fn run_chain(&self, request: &ReviewRequest) -> ChainReport {
-        let chain = self.chain.load_full();
-        let budget = chain.deadline_sum().saturating_add(WATCHDOG_MARGIN);
-        // Fair across servers: a flood from one cannot queue ahead of all others.
-        let _permit = self.reviews.acquire(&request.context().server_name).await;
-        let request = request.clone();
-        watched(budget, move || chain.review(&request)).await
+    /// Runs the chain a stretch at a time (`ChainRun`): rule-based modules
+    /// under a permit of the review pool, a module granted a model under a
+    /// permit of the model pool, each stretch on a blocking thread under its
+    /// watchdog. The server's cancellation of the elicitation cancels a wait
+    /// on a model (the module sees `cancelled`); the chain still ends and is
+    /// audited.
+    async fn run_chain(
+        &self,
+        request: &ReviewRequest,
+        cancelled: &CancellationToken,
+    ) -> ChainReport {
+        let server = request.context().server_name.clone();
+        let request = Arc::new(request.clone());
+        let cancel = Cancel::new();
+        let mut run = ChainRun::new(self.chain.load_full());
+        let on_cancel = async {
+            cancelled.cancelled().await;
+            cancel.cancel();
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        tokio::pin!(on_cancel);
+        while let Some(asks_model) = run.next_asks_model() {
+            let pool = if asks_model {
+                &self.model_reviews
+            } else {
+                &self.reviews
+            };
+            // Fair across servers: a flood from one cannot queue ahead of all others.
+            let permit = pool.acquire(&server);
+            let _permit = tokio::select! {
+                permit = permit => permit,
+                never = &mut on_cancel => match never {},
+            };
+            let budget = run.next_budget().saturating_add(WATCHDOG_MARGIN);
+            let stretch = {
+                let request = request.clone();
+                let cancel = cancel.clone();
+                watched(budget, move || {
+                    run.run_stretch(&request, &cancel);
+                    run
+                })
+            };
+            tokio::pin!(stretch);
+            let ran = tokio::select! {
+                ran = &mut stretch => ran,
+                never = &mut on_cancel => match never {},
+            };
+            run = match ran {
+                Ok(run) => run,
+                Err(failure) => return failed_chain(failure),
+            };
+        }
+        run.finish()
     }
 
     /// Puts the elicitation to the person (`person::ask`), registered in
@@ -445,24 +522,28 @@ pub const WATCHDOG_MARGIN: Duration = Duration::from_millis(500);
 /// Past that the review fails closed with the `deadline` failure and the
 /// caller answers and audits it, releasing its review permit; the thread, if
 /// it ever returns, is ignored.
-async fn watched(
+async fn watched<T: Send + 'static>(
     budget: Duration,
-    review: impl FnOnce() -> ChainReport + Send + 'static,
-) -> ChainReport {
-    let failed = |failure: ReviewFailure| ChainReport {
-        steps: Vec::new(),
-        verdict: Verdict::Failed { step: 0, failure },
-    };
+    review: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ReviewFailure> {
     match tokio::time::timeout(budget, tokio::task::spawn_blocking(review)).await {
-        Ok(Ok(report)) => report,
-        Ok(Err(error)) => failed(ReviewFailure::Trap(format!("review task failed: {error}"))),
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(error)) => Err(ReviewFailure::Trap(format!("review task failed: {error}"))),
         Err(_) => {
             tracing::error!(
                 budget_ms = budget.as_millis(),
                 "the chain overran its modules' deadlines; failing the review closed"
             );
-            failed(ReviewFailure::Deadline(budget))
+            Err(ReviewFailure::Deadline(budget))
         }
+    }
+}
+
+/// The report of a chain the watchdog gave up on: no step finished.
+fn failed_chain(failure: ReviewFailure) -> ChainReport {
+    ChainReport {
+        steps: Vec::new(),
+        verdict: Verdict::Failed { step: 0, failure },
     }
 }
 
@@ -505,7 +586,8 @@ mod tests {
                 verdict: Verdict::Deferred,
             }
         })
-        .await;
+        .await
+        .unwrap_or_else(failed_chain);
         let _ = release.send(());
         assert!(
             matches!(
@@ -533,7 +615,8 @@ mod tests {
             steps: Vec::new(),
             verdict: Verdict::Deferred,
         })
-        .await;
+        .await
+        .unwrap_or_else(failed_chain);
         assert!(matches!(report.verdict, Verdict::Deferred));
     }
 }

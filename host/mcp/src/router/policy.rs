@@ -308,6 +308,7 @@ pub(super) fn audit_steps(report: &ChainReport) -> Vec<AuditStep> {
             rationale: Some(failure.to_string()),
             risk: None,
             latency_us: 0,
+            model_calls: Vec::new(),
         }],
         _ => report.steps.iter().map(AuditStep::from).collect(),
     }

@@ -1,0 +1,156 @@
+//! Model reviews in the router: a module granted a model runs its stretch of
+//! the chain under the model pool, so waits on a slow model never hold the
+//! slots rule-based reviews need; the server's cancellation ends a wait; each
+//! review is still answered and audited once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_core::chain::{Chain, ChainLink, OnFailure};
+use gatehouse_core::model::ModelGrant;
+use gatehouse_core::sandbox::{Limits, Sandbox};
+use gatehouse_mcp::audit::AuditLog;
+use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
+use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
+use gatehouse_tests::load;
+use gatehouse_tests::scripted_model::{Script, Scripted};
+use rmcp::model::{ElicitResult, ElicitationAction, ErrorData};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// An approval request for `tool` from `server`.
+fn elicitation(
+    server: &str,
+    id: i64,
+    tool: &str,
+    cancelled: CancellationToken,
+) -> IncomingElicitation {
+    IncomingElicitation {
+        server: server.to_owned(),
+        request_id: rmcp::model::RequestId::Number(id),
+        protocol_version: "2025-11-25".to_owned(),
+        params: json!({
+            "message": format!("Allow {tool}?"),
+            "requestedSchema": {"type": "object", "properties": {}},
+            "_meta": {"codex_request_type": "approval_request",
+                      "codex_approval_kind": "mcp_tool_call", "tool_name": tool}
+        }),
+        cancelled,
+        delivery: Delivery::Request,
+    }
+}
+
+/// A router with ONE review permit and four model permits, over
+/// [allowlist (accepts everything from `fast`, defers the rest),
+///  model-probe (asks a model that never answers until cancelled)].
+fn router(model: Arc<Scripted>) -> (Arc<Router>, Arc<AuditLog>) {
+    let limits = Limits::builder()
+        .concurrent_reviews(1)
+        .model_reviews(4)
+        .build();
+    let sandbox = Sandbox::new(limits.clone()).expect("sandbox");
+    let grant = ModelGrant::new("slow", model).with_timeout(Duration::from_secs(60));
+    let chain = Chain::new(vec![
+        ChainLink::new(load(&sandbox, "gatehouse_allowlist"))
+            .with_config(r#"{"rules": [{"server": "fast", "decision": "accept"}]}"#)
+            .with_on_failure(OnFailure::Defer),
+        ChainLink::new(load(&sandbox, "test_guest_model_probe"))
+            .with_config(r#"{"ask": true}"#)
+            .with_model(grant),
+    ]);
+    let audit = Arc::new(AuditLog::in_memory());
+    let router = Router::new(
+        chain,
+        ElicitationSettings::default(),
+        audit.clone(),
+        Arc::new(NoPerson),
+        limits.concurrent_reviews() as usize,
+    )
+    .with_model_reviews(limits.model_reviews() as usize);
+    (Arc::new(router), audit)
+}
+
+fn spawn_route(
+    router: &Arc<Router>,
+    elicitation: IncomingElicitation,
+) -> JoinHandle<Result<ElicitResult, ErrorData>> {
+    let router = router.clone();
+    tokio::spawn(async move { router.route(elicitation).await })
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+fn message(result: &ElicitResult) -> Value {
+    serde_json::to_value(result).unwrap_or(Value::Null)["_meta"]["message"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_on_a_model_do_not_hold_the_review_pool_and_cancel_ends_them() {
+    let model = Scripted::new(Script::Hang);
+    let (router, audit) = router(model.clone());
+    // Three reviews from `slow` reach the model and wait there, all at once:
+    // with one review permit, only because their stretch holds a model one.
+    let tokens: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
+    let slow: Vec<_> = tokens
+        .iter()
+        .enumerate()
+        .map(|(index, token)| {
+            spawn_route(
+                &router,
+                elicitation("slow", index as i64, "delete_branch", token.clone()),
+            )
+        })
+        .collect();
+    wait_until("three reviews wait on the model", || {
+        model.seen.lock().map(|seen| seen.len()).unwrap_or(0) == 3
+    })
+    .await;
+    // A rule-based review is decided while they wait.
+    let fast = router
+        .route(elicitation(
+            "fast",
+            9,
+            "read_file",
+            CancellationToken::new(),
+        ))
+        .await
+        .expect("answered");
+    assert_eq!(fast.action, ElicitationAction::Accept);
+    assert!(
+        slow.iter().all(|task| !task.is_finished()),
+        "a slow review ended early"
+    );
+    // The server cancels them: each wait ends, each is answered and audited.
+    for token in &tokens {
+        token.cancel();
+    }
+    for task in slow {
+        let answer = tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("a cancelled wait ends")
+            .expect("task")
+            .expect("answered");
+        assert_eq!(answer.action, ElicitationAction::Decline);
+        assert_eq!(message(&answer), "model error: cancelled");
+    }
+    let lines: Vec<Value> = audit
+        .lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 4);
+    let cancelled = lines
+        .iter()
+        .filter(|line| line["steps"][1]["model_calls"][0]["error"] == "cancelled")
+        .count();
+    assert_eq!(cancelled, 3, "{lines:?}");
+}
