@@ -1,18 +1,23 @@
 //! The guardian's module configuration: the rules that stand in for Codex's
-//! model-based risk assessment.
+//! model-based risk assessment, and the settings of the model review when the
+//! operator grants the module a model.
 //!
 //! ```json
 //! {
 //!   "deny":  [{ "server": "*", "tool": "delete_*", "reason": "deletions need a person" }],
 //!   "allow": [{ "server": "docs", "tool": "*" }],
 //!   "default": "deny",
-//!   "denial_instructions": "..."
+//!   "denial_instructions": "...",
+//!   "policy": "Writes to the staging database are expected; production is off limits.",
+//!   "model_max_output_tokens": 512
 //! }
 //! ```
 //! Every field is optional; `{}` denies every tool that is neither allowed
-//! nor marked read-only.
+//! nor marked read-only. `policy` and `model_max_output_tokens` only matter to
+//! the model review ([`crate::model_review`]).
 
 use std::borrow::Cow;
+use std::num::NonZeroU32;
 
 use serde::Deserialize;
 use wildmatch::WildMatch;
@@ -90,12 +95,67 @@ pub struct Config<'a> {
     /// Replaces the instructions appended to a denial message.
     #[serde(default, borrow)]
     pub denial_instructions: Option<Cow<'a, str>>,
+    /// The operator's own review policy, put in the model's instructions
+    /// (trusted text; the model review only).
+    #[serde(default, borrow)]
+    pub policy: Option<Cow<'a, str>>,
+    /// The most tokens the model may answer with (the model review only;
+    /// default [`crate::model_review::DEFAULT_MAX_OUTPUT_TOKENS`]; the
+    /// operator's limit in the host caps it). Zero is refused.
+    #[serde(default)]
+    pub model_max_output_tokens: Option<NonZeroU32>,
 }
+
+/// The configuration as it was before the model review's fields: a config
+/// that does not parse is reported as this one reports it, so that a config
+/// without model settings fails with the same text as before (serde's
+/// unknown-field error lists the expected fields; its messages name the
+/// struct, hence the name).
+mod earlier {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+
+    use super::{Fallback, Rule};
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    pub(super) struct Config<'a> {
+        #[serde(default, borrow)]
+        deny: Vec<Rule<'a>>,
+        #[serde(default, borrow)]
+        allow: Vec<Rule<'a>>,
+        #[serde(default)]
+        default: Fallback,
+        #[serde(default, borrow)]
+        denial_instructions: Option<Cow<'a, str>>,
+    }
+}
+
+/// The fields only the model review reads.
+const MODEL_FIELDS: [&str; 2] = ["policy", "model_max_output_tokens"];
 
 impl<'a> Config<'a> {
     /// Parses the module configuration (JSON text).
     pub fn parse(text: &'a str) -> Result<Config<'a>, String> {
-        serde_json::from_str(text).map_err(|error| format!("invalid guardian config: {error}"))
+        serde_json::from_str(text).map_err(|error| {
+            let error = match serde_json::from_str::<earlier::Config<'_>>(text) {
+                // The same failure as before the model fields, unless it is
+                // about one of them.
+                Err(earlier)
+                    if !MODEL_FIELDS.iter().any(|field| {
+                        earlier
+                            .to_string()
+                            .starts_with(&format!("unknown field `{field}`"))
+                    }) =>
+                {
+                    earlier
+                }
+                _ => error,
+            };
+            format!("invalid guardian config: {error}")
+        })
     }
 
     /// The instructions appended to a denial message.
@@ -103,6 +163,22 @@ impl<'a> Config<'a> {
         self.denial_instructions
             .as_deref()
             .unwrap_or(DEFAULT_DENIAL_INSTRUCTIONS)
+    }
+
+    /// The operator's review policy, when set and not blank.
+    pub fn policy(&self) -> Option<&str> {
+        self.policy
+            .as_deref()
+            .map(str::trim)
+            .filter(|policy| !policy.is_empty())
+    }
+
+    /// The output-token cap asked of the model.
+    pub fn model_max_output_tokens(&self) -> u32 {
+        self.model_max_output_tokens.map_or(
+            crate::model_review::DEFAULT_MAX_OUTPUT_TOKENS,
+            NonZeroU32::get,
+        )
     }
 }
 

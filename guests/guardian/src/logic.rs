@@ -1,8 +1,31 @@
 //! The guardian's decision: Codex's Guardian review of MCP elicitations, with
-//! rules from the module config in place of the model call.
+//! rules from the module config in place of the model call, or, when the
+//! operator grants the module a model, the rules and then the model.
 //!
 //! The order of checks is the contract with agents that rely on Codex's
 //! behaviour; `host/conformance/suites/guardian/` holds one case per branch.
+//!
+//! # The assessment of a tool call
+//! Once an elicitation is a reviewable tool call (Codex's routing and
+//! metadata checks passed, the identity is bound to the catalog), it is
+//! assessed in this order; the first step that decides, decides:
+//!
+//! 1. a `deny` rule covers the tool: decline (Codex's denial message);
+//! 2. an `allow` rule covers it: accept;
+//! 3. with a model ([`review_with_model`]): the model decides; the catalog's
+//!    hints are part of the planned action it assesses, as in Codex, and
+//!    decide nothing themselves;
+//! 4. without one, the catalog marks it destructive: decline;
+//! 5. the catalog marks it read-only: accept;
+//! 6. the config's `default`.
+//!
+//! When the host ties the elicitation to the agent's real tool call (the
+//! related call of contract 0.2), the approval request must describe that
+//! call ([`model_review::call_mismatch_in_meta`]): a mismatch declines
+//! ([`model_review::mismatch_verdict`]) in place of any accept of steps 2 and
+//! 5, and before the model and the `default` (so the model is not asked, and
+//! a `default` of `allow` or `deny` gives way to it). The declines of steps 1
+//! and 4 stand as they are. Without a related call nothing changes.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -12,6 +35,7 @@ use crate::input::{
     Annotations, Catalog, Decision, Input, Mode, Policy, RequestId, Reviewer, Risk, Verdict,
 };
 use crate::meta::{Meta, Shape};
+use crate::model_review::{self, Completion, CompletionRequest, ModelError, RelatedCall};
 
 /// `_meta` key: the server opts in to automated review.
 pub const REQUEST_TYPE_KEY: &str = "codex_request_type";
@@ -45,6 +69,74 @@ pub const STRICT_DECLINE_MESSAGE: &str = "Automated review of this operation fai
 
 /// Reviews one elicitation. `config` is the module configuration (JSON text).
 pub fn review(config: &str, input: &Input<'_>) -> Verdict {
+    review_by(config, input, With::<NoModel>::rules(None))
+}
+
+/// [`review`], knowing the agent's call behind the elicitation when the host
+/// could tie it (`related`): an approval request that does not describe a
+/// related tool call is declined instead of accepted, and instead of the
+/// config's `default` (see the module documentation). `None` is [`review`].
+pub fn review_with_call(
+    config: &str,
+    input: &Input<'_>,
+    related: Option<&RelatedCall<'_>>,
+) -> Verdict {
+    review_by(config, input, With::<NoModel>::rules(related))
+}
+
+/// [`review_with_call`] with a model in place of the config's `default`:
+/// where the rules leave a reviewable tool call undecided (no `deny` or
+/// `allow` rule covers it and the catalog marks it neither destructive nor
+/// read-only), and the approval request does not contradict the related call,
+/// `ask` is called once with the model review's request
+/// ([`model_review::review_request_with_config`]: the config's `policy` and
+/// token cap, the planned action with the related call's arguments, else
+/// `_meta.tool_params`) and its answer decides ([`model_review::decide`]).
+/// Every other path decides as [`review_with_call`] does and never calls
+/// `ask`; the host retries transient model errors itself, so `ask` is not
+/// retried.
+pub fn review_with_model<F>(
+    config: &str,
+    input: &Input<'_>,
+    related: Option<&RelatedCall<'_>>,
+    ask: F,
+) -> Verdict
+where
+    F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
+{
+    review_by(
+        config,
+        input,
+        With {
+            related,
+            model: Some(ask),
+        },
+    )
+}
+
+/// The type of the model that [`review`] and [`review_with_call`] do not have.
+type NoModel = fn(&CompletionRequest) -> Result<Completion, ModelError>;
+
+/// What a review has beyond the elicitation: the related call and the model.
+struct With<'r, 'c, F> {
+    related: Option<&'r RelatedCall<'c>>,
+    model: Option<F>,
+}
+
+impl<'r, 'c> With<'r, 'c, NoModel> {
+    /// The rules alone.
+    fn rules(related: Option<&'r RelatedCall<'c>>) -> Self {
+        With {
+            related,
+            model: None,
+        }
+    }
+}
+
+fn review_by<F>(config: &str, input: &Input<'_>, with: With<'_, '_, F>) -> Verdict
+where
+    F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
+{
     let meta = match input.meta.map(Meta::parse).transpose() {
         Ok(meta) => meta,
         Err(error) => {
@@ -60,7 +152,7 @@ pub fn review(config: &str, input: &Input<'_>) -> Verdict {
     if let Some(meta) = &meta
         && let Some(marker) = &meta.strict
     {
-        return strict_review(config, input, meta, marker);
+        return strict_review(config, input, meta, marker, with);
     }
     match input.policy {
         Policy::Never => {
@@ -99,19 +191,38 @@ pub fn review(config: &str, input: &Input<'_>) -> Verdict {
         return defer("a request to remember the approval is left to the user");
     }
     match bind_identity(request, input.catalog) {
-        Ok(request) => assess(config, request),
+        Ok(request) => assess(config, input.meta, request, with),
         Err(why) => decline_quietly(why.to_owned()),
     }
 }
 
-/// Assesses the request and attaches it to the verdict.
-fn assess(config: &str, request: Box<ToolCallReview>) -> Verdict {
-    let mut verdict = assess_risk(config, &request);
-    verdict.request = Some(ReviewedCall(request));
+/// Assesses the request and attaches it to the verdict. `meta` is the
+/// elicitation's `_meta` text (for the related-call check).
+fn assess<F>(
+    config: &str,
+    meta: Option<&str>,
+    request: Box<ToolCallReview>,
+    with: With<'_, '_, F>,
+) -> Verdict
+where
+    F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
+{
+    let request = ReviewedCall(request);
+    let mut verdict = assess_risk(config, &request, meta, with);
+    verdict.request = Some(request);
     verdict
 }
 
-fn strict_review(config: &str, input: &Input<'_>, meta: &Meta<'_>, marker: &Value) -> Verdict {
+fn strict_review<F>(
+    config: &str,
+    input: &Input<'_>,
+    meta: &Meta<'_>,
+    marker: &Value,
+    with: With<'_, '_, F>,
+) -> Verdict
+where
+    F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
+{
     if *marker != Value::Bool(true) {
         return strict_decline(format!(
             "{STRICT_KEY} must be exactly JSON true, got {marker}"
@@ -132,7 +243,7 @@ fn strict_review(config: &str, input: &Input<'_>, meta: &Meta<'_>, marker: &Valu
         Step::Request(request) => request,
     };
     match bind_identity(request, input.catalog) {
-        Ok(request) => assess(config, request),
+        Ok(request) => assess(config, input.meta, request, with),
         Err(why) => strict_decline(why.to_owned()),
     }
 }
@@ -180,6 +291,58 @@ impl ReviewedCall {
             annotations: call.annotations,
         })
         .ok()
+    }
+
+    /// The server's configured name.
+    pub fn server(&self) -> &str {
+        &self.0.server
+    }
+
+    /// The tool's name, trimmed (the catalog's name when the catalog lists it).
+    pub fn tool_name(&self) -> &str {
+        &self.0.tool_name
+    }
+
+    /// The connector's id (from `_meta`, checked against the catalog's when
+    /// there is a catalog).
+    pub fn connector_id(&self) -> Option<&str> {
+        self.0.connector_id.as_deref()
+    }
+
+    /// The connector's name: the catalog's when there is a catalog, else the
+    /// server's claim.
+    pub fn connector_name(&self) -> Option<&str> {
+        self.0.connector_name.as_deref()
+    }
+
+    /// The connector's description, resolved as [`Self::connector_name`].
+    pub fn connector_description(&self) -> Option<&str> {
+        self.0.connector_description.as_deref()
+    }
+
+    /// The tool's title, resolved as [`Self::connector_name`].
+    pub fn tool_title(&self) -> Option<&str> {
+        self.0.tool_title.as_deref()
+    }
+
+    /// The tool's description, resolved as [`Self::connector_name`].
+    pub fn tool_description(&self) -> Option<&str> {
+        self.0.tool_description.as_deref()
+    }
+
+    /// The catalog's annotations (none without a catalog).
+    pub fn annotations(&self) -> Annotations {
+        self.0.annotations
+    }
+
+    /// The `_meta.tool_params` object, or `None` when `_meta` has none.
+    /// An error only if the `_meta` text no longer parses, which the review
+    /// has already ruled out.
+    pub fn tool_params(&self) -> Result<Option<Value>, serde_json::Error> {
+        match &self.0.arguments {
+            Arguments::None => Ok(None),
+            Arguments::InMeta(meta) => Ok(parse_object(meta)?.remove(TOOL_PARAMS_KEY)),
+        }
     }
 }
 
@@ -316,12 +479,22 @@ fn bind_identity(
     Ok(request)
 }
 
-/// The rule-based risk assessment.
-fn assess_risk(config: &str, request: &ToolCallReview) -> Verdict {
+/// The risk assessment: the rules, then the model or the config's `default`
+/// (the order is in the module documentation).
+fn assess_risk<F>(
+    config: &str,
+    call: &ReviewedCall,
+    meta: Option<&str>,
+    with: With<'_, '_, F>,
+) -> Verdict
+where
+    F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
+{
     let config = match Config::parse(config) {
         Ok(config) => config,
         Err(error) => return decline_quietly(error),
     };
+    let request = &*call.0;
     let (server, tool) = (request.server.as_str(), request.tool_name.as_str());
     let subject = describe(request);
     if let Some(rule) = config.deny.iter().find(|rule| rule.matches(server, tool)) {
@@ -331,12 +504,30 @@ fn assess_risk(config: &str, request: &ToolCallReview) -> Verdict {
         };
         return deny(&config, why, Risk::High);
     }
+    // What the approval request gets wrong about the agent's call, if the
+    // host tied one to it. Checked only where the review would accept or fall
+    // back.
+    let mismatch = || {
+        with.related
+            .and_then(|related| model_review::call_mismatch_in_meta(meta, related))
+    };
     if let Some(rule) = config.allow.iter().find(|rule| rule.matches(server, tool)) {
+        if let Some(finding) = mismatch() {
+            return model_review::mismatch_verdict(finding);
+        }
         let why = match &rule.reason {
             Some(reason) => reason.to_string(),
             None => format!("{subject} matches an allow rule"),
         };
         return allow(why, Risk::Low);
+    }
+    // With a model, the catalog's hints do not decide: they are part of the
+    // planned action the model assesses, as in Codex.
+    if let Some(ask) = with.model {
+        if let Some(finding) = mismatch() {
+            return model_review::mismatch_verdict(finding);
+        }
+        return ask_model(&config, call, with.related, ask);
     }
     if request.annotations.destructive == Some(true) {
         return deny(
@@ -344,6 +535,9 @@ fn assess_risk(config: &str, request: &ToolCallReview) -> Verdict {
             format!("{subject} is marked destructive and no allow rule covers it"),
             Risk::High,
         );
+    }
+    if let Some(finding) = mismatch() {
+        return model_review::mismatch_verdict(finding);
     }
     if request.annotations.read_only == Some(true) {
         return allow(format!("{subject} is marked read-only"), Risk::Low);
@@ -355,6 +549,27 @@ fn assess_risk(config: &str, request: &ToolCallReview) -> Verdict {
             Risk::Medium,
         ),
     }
+}
+
+/// The model review of a call the rules left undecided: the planned action
+/// (the related call's arguments when there is one), one question, the
+/// verdict on the answer.
+fn ask_model<F>(
+    config: &Config<'_>,
+    call: &ReviewedCall,
+    related: Option<&RelatedCall<'_>>,
+    ask: F,
+) -> Verdict
+where
+    F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
+{
+    let action = match model_review::planned_action_for(call, related) {
+        Ok(action) => action,
+        // The related call's arguments are not JSON: fail closed, unasked.
+        Err(why) => return model_review::review_failed(&why, config.denial_instructions()),
+    };
+    let request = model_review::review_request_with_config(config, &action, None);
+    model_review::decide(ask(&request), config.denial_instructions())
 }
 
 fn describe(request: &ToolCallReview) -> String {
@@ -457,3 +672,9 @@ fn non_blank(value: Option<&str>) -> Option<String> {
         .filter(|value| !value.is_empty())
         .map(str::to_owned)
 }
+
+// An explicit path: the model guardian compiles this file from another
+// crate, where `mod tests;` would be looked up elsewhere (rustfmt follows it).
+#[cfg(test)]
+#[path = "logic/tests.rs"]
+mod tests;
