@@ -42,7 +42,7 @@ fn config(dir: &Path, guardian_config: &str) -> PathBuf {
     path
 }
 
-fn audit(dir: &Path) -> Vec<Value> {
+pub(crate) fn audit(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("audit.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -52,10 +52,10 @@ fn audit(dir: &Path) -> Vec<Value> {
 
 /// The upstream client: answers forms with `content`, or never (if `None`),
 /// and counts what it was asked.
-struct Client {
-    elicitation: bool,
-    content: Option<Value>,
-    asked: Arc<AtomicUsize>,
+pub(crate) struct Client {
+    pub(crate) elicitation: bool,
+    pub(crate) content: Option<Value>,
+    pub(crate) asked: Arc<AtomicUsize>,
 }
 
 impl ClientHandler for Client {
@@ -86,12 +86,12 @@ impl ClientHandler for Client {
     }
 }
 
-fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+pub(crate) fn call(name: &str, arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned())
         .with_arguments(arguments.as_object().cloned().unwrap_or_default())
 }
 
-async fn stdio_client(
+pub(crate) async fn stdio_client(
     config: &Path,
     client: Client,
 ) -> rmcp::service::RunningService<RoleClient, Client> {

@@ -6,6 +6,10 @@
 #[path = "../../../../tests/support/capture.rs"]
 mod capture;
 mod http_gateway;
+// Shared with tests/all, whose provider tests use all of it.
+#[allow(dead_code)]
+#[path = "../../../../tests/support/model_stub.rs"]
+mod model_stub;
 mod paths;
 #[path = "../../../../tests/support/tool_result.rs"]
 mod tool_result;
@@ -15,6 +19,7 @@ mod compile_cache;
 mod discovery;
 mod gateway;
 mod gateway_http;
+mod model_gateway;
 mod resources;
 mod serve_control;
 mod untrusted_text;
