@@ -313,3 +313,205 @@ fn the_shipped_guardian_cases_match_the_case_files() {
     let on_disk = cases::load_dir(&cases_dir("guardian")).expect("cases");
     assert_eq!(shipped.len(), on_disk.len());
 }
+
+/// The model-probe guest asks its model once with this config; it accepts
+/// an answer containing "allow" and declines anything else, naming the error.
+const PROBE_ASKS: &str = r#"{"ask": true}"#;
+
+fn rows<'a>(report: &'a Report, suite: &str) -> Vec<&'a gatehouse_conformance::CaseResult> {
+    report
+        .results
+        .iter()
+        .filter(|row| row.suite == suite)
+        .collect()
+}
+
+#[test]
+fn all_runs_the_model_suite_for_a_model_reviewer_and_it_fails_closed() {
+    let report = run_with(
+        kit().with_module_config(PROBE_ASKS),
+        "test_guest_model_probe",
+        Suite::All,
+    );
+    assert!(report.passed(), "{}", report.to_text());
+    let model = rows(&report, "model");
+    let cases = gatehouse_conformance::model_cases().expect("model cases");
+    assert_eq!(model.len(), cases.len() + 1, "{}", report.to_text());
+    for row in &model[..cases.len()] {
+        if row.case.contains("fails closed") || row.case.contains("denies") {
+            assert_eq!(row.got, "decline", "{}", report.to_text());
+        }
+    }
+    let allows = model
+        .iter()
+        .find(|row| row.case.contains("allows"))
+        .expect("the allow row");
+    assert_eq!(allows.got, "accept");
+    let limit = model.last().expect("the limit row");
+    assert!(
+        limit.case.starts_with("asks its model at most"),
+        "{limit:?}"
+    );
+    assert_eq!(limit.got, "at most 1 call");
+    // Not the guardian: no guardian suite.
+    assert!(rows(&report, "guardian").is_empty());
+}
+
+#[test]
+fn a_model_reviewer_that_does_not_ask_passes_the_model_suite_without_calls() {
+    // With `{}` the probe never asks: every row holds, and none was a call.
+    let report = run("test_guest_model_probe", Suite::Model);
+    assert!(report.passed(), "{}", report.to_text());
+    let limit = rows(&report, "model").pop().expect("rows");
+    assert_eq!(limit.got, "at most 0 calls");
+    assert!(
+        rows(&report, "contract")
+            .iter()
+            .all(|row| row.case == "loads as a reviewer" || row.case == "describe")
+    );
+}
+
+#[test]
+fn a_module_that_keeps_asking_fails_the_call_limit() {
+    // `loop`: the probe asks again after every answer, until the host
+    // refuses (`rejected` past the limit); it then declines, so only the
+    // call limit is at issue.
+    let kit = kit().with_module_config(r#"{"ask": true, "loop": true}"#);
+    assert_fails_only_with(
+        kit,
+        "test_guest_model_probe",
+        Suite::Model,
+        &["asks its model at most"],
+        &format!(
+            "at most {} calls",
+            gatehouse_core::sandbox::MAX_MODEL_CALLS_PER_REVIEW + 1
+        ),
+    );
+}
+
+#[test]
+fn an_accept_on_an_unusable_answer_is_caught() {
+    // The probe accepts any answer containing "allow": prose that says it
+    // would not allow is an accept, which a fail-closed expectation reports.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shipped = gatehouse_conformance::model_cases().expect("model cases");
+    let mut case = shipped
+        .into_iter()
+        .find(|case| case.name.contains("no verdict"))
+        .expect("the malformed case");
+    case.name = "prose that mentions allow".to_owned();
+    case.model = Some(serde_json::json!([{"answer": "I would not allow this."}]));
+    case.config = Some(serde_json::json!({"ask": true}));
+    std::fs::write(
+        dir.path().join("loose.json"),
+        serde_json::to_string(&[case]).expect("json"),
+    )
+    .expect("write");
+    let extra = cases::load_dir(dir.path()).expect("cases");
+    let path = guest("test_guest_model_probe");
+    let bytes = std::fs::read(&path).expect("read");
+    let report = kit().run("model-probe", &bytes, Suite::Contract, &extra);
+    let failures: Vec<_> = report.failures().collect();
+    assert_eq!(failures.len(), 1, "{}", report.to_text());
+    assert_eq!(failures[0].suite, "cases");
+    assert_eq!(failures[0].got, "accept");
+    assert!(
+        failures[0]
+            .detail
+            .as_deref()
+            .is_some_and(|detail| detail.contains("expected decline|cancel, got accept")),
+        "{:?}",
+        failures[0]
+    );
+}
+
+#[test]
+fn the_kits_model_is_granted_to_a_model_reviewer_and_a_case_may_script_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let case = |name: &str, model: Option<serde_json::Value>, expect: serde_json::Value| {
+        serde_json::json!({
+            "name": name,
+            "request": {"message": "Allow?", "requestedSchema": {"type": "object", "properties": {}},
+                        "_meta": {"codex_request_type": "approval_request",
+                                  "codex_approval_kind": "mcp_tool_call", "tool_name": "write_file"}},
+            "context": {"server_name": "files", "request_id": 1},
+            "config": {"ask": true},
+            "model": model,
+            "expect": expect,
+        })
+    };
+    std::fs::write(
+        dir.path().join("own.json"),
+        serde_json::json!([
+            case("the kit's model", None, serde_json::json!({"decision": "accept"})),
+            case(
+                "the case's script",
+                Some(serde_json::json!([{"error": "rate-limited"}])),
+                serde_json::json!({"decision": "decline", "message_contains": "model error: rate-limited"}),
+            ),
+        ])
+        .to_string(),
+    )
+    .expect("write");
+    let extra = cases::load_dir(dir.path()).expect("cases");
+    let path = guest("test_guest_model_probe");
+    let bytes = std::fs::read(&path).expect("read");
+    let allow = gatehouse_conformance::model::ModelScript::from_spec("stub:allow").expect("stub");
+    // The contract inputs run with `{}`, so the probe asks only in the cases.
+    let report = kit()
+        .with_model(allow)
+        .run("model-probe", &bytes, Suite::Contract, &extra);
+    assert!(report.passed(), "{}", report.to_text());
+    // Without a model of its own the kit's is a provider that is down.
+    let report = kit().run("model-probe", &bytes, Suite::Contract, &extra);
+    let failed: Vec<_> = report.failures().map(|row| row.case.as_str()).collect();
+    assert_eq!(failed, ["the kit's model"], "{}", report.to_text());
+    let row = report.failures().next().expect("row");
+    assert_eq!(row.got, "decline", "{row:?}");
+}
+
+#[test]
+fn the_contract_suite_reviews_a_model_reviewer_with_the_kits_model() {
+    use gatehouse_conformance::model::{ModelScript, Stub};
+    let kit_with = |stub| {
+        kit()
+            .with_model(ModelScript::stub(stub))
+            .with_module_config(PROBE_ASKS)
+    };
+    for stub in Stub::ALL.into_iter().filter(|stub| *stub != Stub::Allow) {
+        let report = run_with(kit_with(stub), "test_guest_model_probe", Suite::Contract);
+        assert!(report.passed(), "{stub:?}:\n{}", report.to_text());
+    }
+    // Allowed, the probe accepts every form with `{}`, which the forms with
+    // required fields do not take: the contract suite sees it because the
+    // kit's model was granted (and then answered).
+    let report = run_with(
+        kit_with(Stub::Allow),
+        "test_guest_model_probe",
+        Suite::Contract,
+    );
+    assert!(!report.passed());
+    for row in report.failures() {
+        assert!(row.case.starts_with("answers: form"), "{row:?}");
+        assert_eq!(row.got, "failure (schema-mismatch)", "{row:?}");
+    }
+}
+
+#[test]
+fn the_model_suite_is_for_model_reviewers_only() {
+    let report = run("gatehouse_guardian", Suite::Model);
+    let failures: Vec<_> = report.failures().collect();
+    assert_eq!(failures.len(), 1, "{}", report.to_text());
+    assert_eq!(failures[0].case, "is a model-reviewer");
+    assert_eq!(failures[0].got, "reviewer");
+    // `all` leaves it out for a module that cannot ask a model.
+    let report = run("gatehouse_guardian", Suite::All);
+    assert!(rows(&report, "model").is_empty());
+}
+
+#[test]
+fn the_shipped_model_cases_match_the_case_files() {
+    let shipped = gatehouse_conformance::model_cases().expect("shipped cases");
+    let on_disk = cases::load_dir(&cases_dir("model")).expect("cases");
+    assert_eq!(shipped.len(), on_disk.len());
+}

@@ -17,9 +17,13 @@
 //!   "expect": {"decision": "accept", "risk": "low"}
 //! }]
 //! ```
-//! `context` takes the fields of [`ReviewContext`]; `tools` is a `tools/list`
-//! result used for identity binding; `config` is the module config. In
-//! `expect`, every field but `decision` is optional: `message` is the exact
+//! `context` takes the fields of [`ReviewContext`] (`related_call` among
+//! them); `tools` is a `tools/list` result used for identity binding; `config`
+//! is the module config; `model` is what a `model-reviewer`'s model answers
+//! ([`crate::model`]: a stub's name such as `"deny"`, one step such as
+//! `{"error": "timeout"}`, or a list of steps). In `expect`, every field but
+//! `decision` is optional; `decision` may list alternatives
+//! (`"decline|cancel"`); `message` is the exact
 //! `_meta.message` of the answer (`null` for none), `message_contains` and
 //! `rationale_contains` match substrings, `risk` the risk level, `content` the
 //! accept content, `failure` the failure code when `decision` is `"failure"`.
@@ -33,9 +37,12 @@ use serde_json::Value;
 use gatehouse_core::answer::MESSAGE_KEY;
 use gatehouse_core::chain::{Chain, ChainReport, Verdict};
 use gatehouse_core::context::{ReviewContext, ToolCatalog};
+use gatehouse_core::contract::World;
 use gatehouse_core::elicitation::ElicitationParams;
 use gatehouse_core::outcome::{Decision, RiskLevel};
 use gatehouse_core::request::ReviewRequest;
+
+use crate::model::ModelScript;
 
 /// The `expect.decision` that accepts any outcome but a failure: the
 /// contract suite's "the module answers this input" check.
@@ -61,6 +68,11 @@ pub struct Case {
     /// The module config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Value>,
+    /// What a `model-reviewer`'s model answers in this case: a stub's name,
+    /// one step or a list of steps ([`ModelScript::from_case_value`]).
+    /// Without it, the links keep the model they were granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Value>,
     /// What must come out.
     pub expect: Expect,
 }
@@ -70,7 +82,8 @@ pub struct Case {
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     /// `accept`, `decline`, `cancel`, `defer`, `failure`, or `any` (any
-    /// outcome but a failure).
+    /// outcome but a failure); alternatives are separated by `|`
+    /// (`decline|cancel`).
     pub decision: String,
     /// The exact `_meta.message` of the answer; `null` for none.
     #[serde(
@@ -181,16 +194,45 @@ impl Case {
             .map_or_else(|| "{}".to_owned(), Value::to_string)
     }
 
+    /// The case's model script, when it has a `model`.
+    pub fn model_script(&self) -> Result<Option<ModelScript>, CaseError> {
+        self.model
+            .as_ref()
+            .map(|value| {
+                ModelScript::from_case_value(value).map_err(|detail| CaseError::Invalid {
+                    case: self.name.clone(),
+                    detail,
+                })
+            })
+            .transpose()
+    }
+
     /// Runs the case through `chain` (whose links' configs are replaced by
-    /// this case's config) and checks every expectation.
+    /// this case's config, and, with a `model`, the models of its
+    /// `model-reviewer` links by a fresh one of the case's script) and
+    /// checks every expectation.
     pub fn run(&self, chain: &Chain) -> Result<CaseRun, CaseError> {
+        self.run_configured(chain, &self.config_json())
+    }
+
+    /// [`Case::run`] with `config` as every link's configuration, whatever
+    /// the case's `config` says.
+    pub fn run_configured(&self, chain: &Chain, config: &str) -> Result<CaseRun, CaseError> {
         let request = self.review_request()?;
-        let config = self.config_json();
+        let script = self.model_script()?;
         let links = chain
             .links()
             .iter()
             .cloned()
-            .map(|link| link.with_config(config.clone()))
+            .map(|link| {
+                let link = link.with_config(config.to_owned());
+                match &script {
+                    Some(script) if link.module.world() == World::ModelReviewer => {
+                        link.with_model(script.grant())
+                    }
+                    _ => link,
+                }
+            })
             .collect();
         let started = std::time::Instant::now();
         let report = Chain::new(links).review(&request);
@@ -256,7 +298,11 @@ impl Expect {
             if matches!(report.verdict, Verdict::Failed { .. }) {
                 mismatches.push(format!("decision: expected any answer, got {got}"));
             }
-        } else if got_decision != self.decision {
+        } else if !self
+            .decision
+            .split('|')
+            .any(|decision| decision.trim() == got_decision)
+        {
             mismatches.push(format!("decision: expected {}, got {got}", self.decision));
         }
         if let Some(expected) = &self.message

@@ -43,6 +43,7 @@ fn input(name: &str, meta: Map<String, Value>, context: Option<Value>) -> Case {
         ),
         tools: None,
         config: None,
+        model: None,
         expect: Expect {
             decision: ANY_DECISION.to_owned(),
             message: None,

@@ -10,7 +10,30 @@
 //!   sockets; it stays within the log caps.
 //! - `guardian`, for modules that claim `guardian-compatible`: every case of
 //!   `host/conformance/suites/guardian/`.
+//! - `model`, for modules of the `model-reviewer` world (contract 0.2): the
+//!   module fails closed on every failure of its model. For each of a
+//!   timeout, a transient error, a rate limit, a rejected request, a
+//!   cancelled review, an answer with no verdict (malformed) and a denying
+//!   verdict, its answer to a tool-call approval request must be `decline`
+//!   or `cancel`: not `accept`, not a failure, and not `defer`, which would
+//!   hand the decision on as if the model had never been asked (Codex's
+//!   Guardian declines). With an allowing model it must answer (it may
+//!   accept), and no review may ask the model more than
+//!   [`MAX_MODEL_CALLS_PER_REVIEW`] times. The cases are
+//!   `host/conformance/suites/model/`, run with the kit's module config.
 //! - `cases`: a directory of case files of your own (`--cases DIR`).
+//!
+//! # Models
+//!
+//! The kit never reaches a real model: a `model-reviewer` is granted a
+//! [`ScriptedModel`](model::ScriptedModel), fresh for every review. The
+//! `model` suite scripts its own; every other suite uses the kit's model,
+//! [`Kit::with_model`], by default [`Stub::Error`](model::Stub::Error): a
+//! provider that is down, so the contract suite proves a module answers every
+//! input when its model fails (a case file's own `model` overrides it). The
+//! statelessness check reviews many requests in one instance, which the core
+//! does without a model, so for a `model-reviewer` it compares those
+//! outcomes with fresh reviews without a model too.
 //!
 //! ```no_run
 //! use gatehouse_conformance::{Kit, Suite};
@@ -23,6 +46,7 @@
 
 pub mod cases;
 mod corpus;
+pub mod model;
 mod report;
 
 use std::path::PathBuf;
@@ -30,12 +54,18 @@ use std::time::{Duration, Instant};
 
 pub use report::{CaseResult, Report};
 
-use crate::cases::{Case, CaseError};
+use crate::cases::{ANY_DECISION, Case, CaseError};
+use crate::model::ModelScript;
 use gatehouse_core::chain::{Chain, ChainLink};
+use gatehouse_core::contract::World;
 use gatehouse_core::failure::ReviewFailure;
+use gatehouse_core::model::{Cancel, ModelGrant};
 use gatehouse_core::outcome::Outcome;
 use gatehouse_core::request::ReviewRequest;
-use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox, SandboxError, WasiPolicy};
+use gatehouse_core::sandbox::{
+    Limits, MAX_MODEL_CALLS_PER_REVIEW, ModuleReport, ReviewerModule, Sandbox, SandboxError,
+    WasiPolicy,
+};
 
 /// The guardian behaviour, as shipped with the host.
 const GUARDIAN_CASES: [(&str, &str); 4] = [
@@ -54,6 +84,12 @@ const GUARDIAN_CASES: [(&str, &str); 4] = [
     ),
 ];
 
+/// The model suite: a model-reviewer fails closed.
+const MODEL_CASES: [(&str, &str); 1] = [(
+    "fail_closed.json",
+    include_str!("../suites/model/fail_closed.json"),
+)];
+
 /// The claim that makes `Suite::All` run the guardian suite.
 pub const GUARDIAN_CLAIM: &str = "guardian-compatible";
 
@@ -64,17 +100,29 @@ pub enum Suite {
     Contract,
     /// Codex's Guardian behaviour.
     Guardian,
+    /// A `model-reviewer` fails closed when its model does.
+    Model,
     /// The contract, the guardian suite if the module claims
-    /// `guardian-compatible`, and any extra cases.
+    /// `guardian-compatible`, the model suite if it is a `model-reviewer`,
+    /// and any extra cases.
     All,
 }
 
 /// The guardian cases shipped with the host.
 pub fn guardian_cases() -> Result<Vec<Case>, CaseError> {
+    embedded_cases("host/conformance/suites/guardian", &GUARDIAN_CASES)
+}
+
+/// The model suite's cases shipped with the host.
+pub fn model_cases() -> Result<Vec<Case>, CaseError> {
+    embedded_cases("host/conformance/suites/model", &MODEL_CASES)
+}
+
+fn embedded_cases(dir: &str, files: &[(&str, &str)]) -> Result<Vec<Case>, CaseError> {
     let mut cases = Vec::new();
-    for (file, text) in GUARDIAN_CASES {
+    for (file, text) in files {
         let parsed: Vec<Case> = serde_json::from_str(text).map_err(|source| CaseError::Parse {
-            path: PathBuf::from("host/conformance/suites/guardian").join(file),
+            path: PathBuf::from(dir).join(file),
             source,
         })?;
         cases.extend(parsed);
@@ -89,6 +137,7 @@ pub struct Kit {
     closed: Sandbox,
     denied: Sandbox,
     module_config: String,
+    model: ModelScript,
 }
 
 impl Kit {
@@ -104,13 +153,41 @@ impl Kit {
                 .wasi(WasiPolicy::Deny)
                 .build()?,
             module_config: "{}".to_owned(),
+            model: ModelScript::default(),
         })
     }
 
-    /// The module configuration (JSON text) for the contract suite.
+    /// The module configuration (JSON text) for the contract and model
+    /// suites.
     pub fn with_module_config(mut self, config: impl Into<String>) -> Self {
         self.module_config = config.into();
         self
+    }
+
+    /// The model a `model-reviewer` is granted in the contract, guardian and
+    /// own-cases suites (default [`Stub::Error`](model::Stub::Error)); each
+    /// review gets a fresh one, so a script starts over. The model suite
+    /// scripts its own.
+    pub fn with_model(mut self, model: ModelScript) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// The model of [`Kit::with_model`].
+    pub fn model(&self) -> &ModelScript {
+        &self.model
+    }
+
+    /// A fresh grant of the kit's model for `module`, if it may ask one.
+    fn grant_for(&self, module: &ReviewerModule) -> Option<ModelGrant> {
+        (module.world() == World::ModelReviewer).then(|| self.model.grant())
+    }
+
+    /// A review as the kit makes it: with a fresh grant of the kit's model
+    /// for a `model-reviewer`.
+    fn review(&self, module: &ReviewerModule, request: &ReviewRequest) -> ModuleReport {
+        let grant = self.grant_for(module);
+        module.review_with(&self.module_config, request, grant.as_ref(), &Cancel::new())
     }
 
     /// Runs `suite` (plus `extra` cases with [`Suite::All`]) on the component
@@ -159,7 +236,9 @@ impl Kit {
         let claims_guardian = claims.iter().any(|claim| claim == GUARDIAN_CLAIM);
         if suite == Suite::Guardian || (suite == Suite::All && claims_guardian) {
             match guardian_cases() {
-                Ok(cases) => run_cases("guardian", &module, cases.iter(), &mut report),
+                Ok(cases) => {
+                    self.run_cases("guardian", &module, cases.iter(), &mut report);
+                }
                 Err(error) => report.push(
                     "guardian",
                     "case files",
@@ -170,8 +249,12 @@ impl Kit {
                 ),
             }
         }
+        let model_reviewer = module.world() == World::ModelReviewer;
+        if suite == Suite::Model || (suite == Suite::All && model_reviewer) {
+            self.check_model(&module, &mut report);
+        }
         if !extra.is_empty() {
-            run_cases(
+            self.run_cases(
                 "cases",
                 &module,
                 extra.iter().map(|(_, case)| case),
@@ -262,7 +345,7 @@ impl Kit {
         let mut first = Vec::with_capacity(requests.len());
         let mut noisy = Vec::new();
         for (name, request) in &requests {
-            let review = module.review(config, request);
+            let review = self.review(module, request);
             let (got, detail) = match &review.result {
                 Ok(outcome) => (outcome.decision.name().to_owned(), None),
                 Err(failure) => (failed(failure), Some(failure.to_string())),
@@ -302,7 +385,7 @@ impl Kit {
         let differing: Vec<String> = requests
             .iter()
             .zip(&first)
-            .filter(|((_, request), before)| module.review(config, request).result != **before)
+            .filter(|((_, request), before)| self.review(module, request).result != **before)
             .map(|((name, _), _)| (*name).to_owned())
             .collect();
         report.push(
@@ -321,11 +404,23 @@ impl Kit {
             started.elapsed(),
         );
 
-        // No state carried between reviews.
+        // No state carried between reviews. The core reviews in one instance
+        // without a model, so a model-reviewer's fresh reviews to compare
+        // with are made without one too.
         let started = Instant::now();
+        let ungranted: Vec<Result<Outcome, ReviewFailure>>;
+        let fresh = if module.world() == World::ModelReviewer {
+            ungranted = requests
+                .iter()
+                .map(|(_, request)| module.review(config, request).result)
+                .collect();
+            &ungranted
+        } else {
+            &first
+        };
         let answered: Vec<(&str, &ReviewRequest, &Outcome)> = requests
             .iter()
-            .zip(&first)
+            .zip(fresh)
             .filter_map(|((name, request), result)| {
                 result
                     .as_ref()
@@ -379,7 +474,7 @@ impl Kit {
                     .filter(|(_, result)| result.is_ok());
                 for ((_, request), _) in answered {
                     if let Err(ReviewFailure::DeniedImport(import)) =
-                        denied.review(config, request).result
+                        self.review(&denied, request).result
                     {
                         match reached.iter_mut().find(|(name, _)| *name == import) {
                             Some((_, count)) => *count += 1,
@@ -412,42 +507,142 @@ impl Kit {
     }
 }
 
-fn run_cases<'a>(
-    suite: &str,
-    module: &std::sync::Arc<ReviewerModule>,
-    cases: impl Iterator<Item = &'a Case>,
-    report: &mut Report,
-) {
-    let chain = Chain::new(vec![ChainLink::new(module.clone())]);
-    for case in cases {
-        match case.run(&chain) {
-            Ok(run) => {
-                let detail = (!run.passed()).then(|| run.mismatches.join("; "));
-                let expected = &case.expect.decision;
-                let got = if run.passed() {
-                    expected.clone()
-                } else {
-                    run.got.clone()
-                };
+impl Kit {
+    /// The model suite ([`model_cases`], with the kit's module config unless
+    /// a case has its own), then the limit on calls per review over all of
+    /// its reviews. A module that cannot ask a model fails one row.
+    fn check_model(&self, module: &std::sync::Arc<ReviewerModule>, report: &mut Report) {
+        if module.world() != World::ModelReviewer {
+            report.push(
+                "model",
+                "is a model-reviewer",
+                (World::ModelReviewer.name(), module.world().name()),
+                false,
+                Some(format!(
+                    "the module does not import `{}`: the model suite is for modules of the `model-reviewer` world",
+                    gatehouse_core::contract::MODEL_INTERFACE
+                )),
+                Duration::ZERO,
+            );
+            return;
+        }
+        let cases = match model_cases() {
+            Ok(cases) => cases,
+            Err(error) => {
                 report.push(
+                    "model",
+                    "case files",
+                    ("load", "error"),
+                    false,
+                    Some(error.to_string()),
+                    Duration::ZERO,
+                );
+                return;
+            }
+        };
+        let runs = self.run_cases("model", module, cases.iter(), report);
+        let calls: Vec<(&str, usize)> = runs
+            .iter()
+            .map(|(name, steps)| {
+                let most = steps
+                    .iter()
+                    .map(|step| step.model_calls.len())
+                    .max()
+                    .unwrap_or(0);
+                (*name, most)
+            })
+            .collect();
+        let (got, passed, detail) = model_calls_check(&calls);
+        report.push(
+            "model",
+            &format!("asks its model at most {MAX_MODEL_CALLS_PER_REVIEW} times per review"),
+            (&format!("at most {MAX_MODEL_CALLS_PER_REVIEW} calls"), &got),
+            passed,
+            detail,
+            Duration::ZERO,
+        );
+    }
+
+    /// Runs `cases` on `module` (granted the kit's model, or the case's) and
+    /// reports one row each; returns each case's module reports, for checks
+    /// across cases. The `model` suite's cases run with the kit's module
+    /// config unless they carry their own; the others with their own or `{}`.
+    fn run_cases<'a>(
+        &self,
+        suite: &str,
+        module: &std::sync::Arc<ReviewerModule>,
+        cases: impl Iterator<Item = &'a Case>,
+        report: &mut Report,
+    ) -> Vec<(&'a str, Vec<ModuleReport>)> {
+        let mut runs = Vec::new();
+        for case in cases {
+            // A fresh grant for every case: a script starts over.
+            let mut link = ChainLink::new(module.clone());
+            if let Some(grant) = self.grant_for(module) {
+                link = link.with_model(grant);
+            }
+            let chain = Chain::new(vec![link]);
+            let config = match (&case.config, suite) {
+                (None, "model") => self.module_config.clone(),
+                _ => case.config_json(),
+            };
+            match case.run_configured(&chain, &config) {
+                Ok(run) => {
+                    let detail = (!run.passed()).then(|| run.mismatches.join("; "));
+                    let expected = &case.expect.decision;
+                    // A pass shows the expectation, unless it allowed more than
+                    // one decision: then what came out.
+                    let got = if run.passed() && !expected.contains('|') && expected != ANY_DECISION
+                    {
+                        expected.clone()
+                    } else {
+                        run.got.clone()
+                    };
+                    report.push(
+                        suite,
+                        &case.name,
+                        (expected, &got),
+                        run.passed(),
+                        detail,
+                        run.elapsed,
+                    );
+                    runs.push((case.name.as_str(), run.report.steps));
+                }
+                Err(error) => report.push(
                     suite,
                     &case.name,
-                    (expected, &got),
-                    run.passed(),
-                    detail,
-                    run.elapsed,
-                );
+                    (&case.expect.decision, "invalid case"),
+                    false,
+                    Some(error.to_string()),
+                    Duration::ZERO,
+                ),
             }
-            Err(error) => report.push(
-                suite,
-                &case.name,
-                (&case.expect.decision, "invalid case"),
-                false,
-                Some(error.to_string()),
-                Duration::ZERO,
-            ),
         }
+        runs
     }
+}
+
+/// The call-limit row of the model suite, from each case's most model calls
+/// in one review: what came out, whether it held, and which cases asked too
+/// often. The host refuses every call past [`MAX_MODEL_CALLS_PER_REVIEW`]
+/// (the module sees `rejected`) and still records it, so a module that keeps
+/// asking shows more.
+fn model_calls_check(calls: &[(&str, usize)]) -> (String, bool, Option<String>) {
+    let most = calls.iter().map(|(_, count)| *count).max().unwrap_or(0);
+    let over: Vec<String> = calls
+        .iter()
+        .filter(|(_, count)| *count > MAX_MODEL_CALLS_PER_REVIEW)
+        .map(|(case, count)| format!("{case}: {count} calls"))
+        .collect();
+    let got = format!("at most {most} call{}", if most == 1 { "" } else { "s" });
+    let detail = (!over.is_empty()).then(|| {
+        format!(
+            "kept asking after the host refused call {} (the limit is {MAX_MODEL_CALLS_PER_REVIEW} per review; a refused call answers `rejected`, which must end the review): {}",
+            MAX_MODEL_CALLS_PER_REVIEW + 1,
+            listing(&over)
+        )
+    });
+    (got, over.is_empty(), detail)
 }
 
 /// At most five items, then how many more.
@@ -467,4 +662,75 @@ fn listing(items: &[String]) -> String {
 
 fn failed(failure: &ReviewFailure) -> String {
     format!("failure ({})", failure.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_call_limit_holds_up_to_the_limit() {
+        let (got, passed, detail) = model_calls_check(&[("a", 0), ("b", 1), ("c", 3)]);
+        assert!(passed);
+        assert_eq!(got, "at most 3 calls");
+        assert_eq!(detail, None);
+        let (got, passed, _) = model_calls_check(&[("a", MAX_MODEL_CALLS_PER_REVIEW), ("b", 1)]);
+        assert!(passed, "{got}");
+        let (got, passed, _) = model_calls_check(&[]);
+        assert!(passed);
+        assert_eq!(got, "at most 0 calls");
+    }
+
+    #[test]
+    fn a_module_that_keeps_asking_fails_the_call_limit_and_is_named() {
+        let over = MAX_MODEL_CALLS_PER_REVIEW + 1;
+        let (got, passed, detail) =
+            model_calls_check(&[("allows", over), ("times out", 1), ("denies", over + 4)]);
+        assert!(!passed);
+        assert_eq!(got, format!("at most {} calls", over + 4));
+        let detail = detail.expect("detail");
+        assert!(
+            detail.contains(&format!("allows: {over} calls")),
+            "{detail}"
+        );
+        assert!(detail.contains("denies"), "{detail}");
+        assert!(!detail.contains("times out"), "{detail}");
+    }
+
+    #[test]
+    fn the_model_suite_parses_and_covers_every_failure() {
+        let cases = model_cases().expect("model cases");
+        let mut scripts = Vec::new();
+        for case in &cases {
+            case.review_request().expect("valid request");
+            let script = case.model_script().expect("valid model").expect("a model");
+            scripts.push(script.steps().to_vec());
+            assert!(
+                case.config.is_none(),
+                "{}: the kit's config is used",
+                case.name
+            );
+        }
+        use crate::model::{Step, StepError, Stub};
+        for error in [
+            StepError::Timeout,
+            StepError::Transient,
+            StepError::RateLimited,
+            StepError::Rejected,
+            StepError::Cancelled,
+        ] {
+            assert!(
+                scripts.contains(&vec![Step::Error(error)]),
+                "no case for {error:?}"
+            );
+        }
+        for stub in [Stub::Malformed, Stub::Deny, Stub::Allow] {
+            assert!(scripts.contains(&vec![stub.step()]), "no case for {stub:?}");
+        }
+        let fail_closed = cases
+            .iter()
+            .filter(|case| case.expect.decision == "decline|cancel")
+            .count();
+        assert_eq!(fail_closed, cases.len() - 1);
+    }
 }

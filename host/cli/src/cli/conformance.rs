@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::ValueEnum;
 use gatehouse_conformance::cases;
+use gatehouse_conformance::model::ModelScript;
 use gatehouse_conformance::{Kit, Suite};
 use gatehouse_core::config::LimitsConfig;
 
@@ -17,16 +18,29 @@ pub struct ConformanceArgs {
     /// The component file.
     module: PathBuf,
     /// Which suites: `contract` (every reviewer), `guardian` (Codex's
-    /// Guardian behaviour), or `all` (contract, guardian when the module
-    /// claims `guardian-compatible`, and --cases).
+    /// Guardian behaviour), `model` (a model-reviewer fails closed when its
+    /// model fails), or `all` (contract, guardian when the module claims
+    /// `guardian-compatible`, model when it is a model-reviewer, and
+    /// --cases).
     #[arg(long, value_enum, default_value = "all")]
     suite: SuiteArg,
     /// A directory of your own case files (see host/conformance/suites/README.md).
     #[arg(long, value_name = "DIR")]
     cases: Option<PathBuf>,
-    /// Module configuration for the contract suite (JSON text or @FILE).
+    /// Module configuration for the contract and model suites (JSON text or
+    /// @FILE).
     #[arg(long, value_name = "JSON|@FILE")]
     module_config: Option<String>,
+    /// The model a model-reviewer is granted in the contract, guardian and
+    /// --cases suites (the model suite scripts its own):
+    /// `stub:allow|deny|error|timeout|malformed|rejected|rate-limited|cancelled`,
+    /// or `script:PATH`, a JSON list of {"answer": "TEXT"} or
+    /// {"error": "timeout|transient|rate-limited|rejected|cancelled"} steps,
+    /// used in order, the last repeated, from the start for each review.
+    /// Default `stub:error` (a provider that is down). The kit never reaches
+    /// a real model.
+    #[arg(long, value_name = "stub:MODE|script:PATH")]
+    model: Option<String>,
     /// Per-review deadline in milliseconds (default 50).
     #[arg(long)]
     deadline_ms: Option<u64>,
@@ -39,6 +53,7 @@ pub struct ConformanceArgs {
 enum SuiteArg {
     Contract,
     Guardian,
+    Model,
     All,
 }
 
@@ -77,9 +92,13 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     if let Some(config) = &args.module_config {
         kit = kit.with_module_config(super::review::module_config(config)?);
     }
+    if let Some(spec) = &args.model {
+        kit = kit.with_model(ModelScript::from_spec(spec)?);
+    }
     let suite = match args.suite {
         SuiteArg::Contract => Suite::Contract,
         SuiteArg::Guardian => Suite::Guardian,
+        SuiteArg::Model => Suite::Model,
         SuiteArg::All => Suite::All,
     };
     let report = kit.run(&args.module.display().to_string(), &bytes, suite, &extra);

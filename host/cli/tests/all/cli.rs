@@ -240,7 +240,8 @@ fn inspect_reports_contract_digest_and_claims() {
     let output = gatehouse(&["inspect", guardian.to_str().unwrap(), "--format", "json"]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    assert_eq!(report["contract_version"], "0.1.0");
+    assert_eq!(report["contract_version"], "0.2.0");
+    assert_eq!(report["world"], "reviewer");
     assert_eq!(report["reviewer"]["ok"]["name"], "guardian");
     let bytes = std::fs::read(&guardian).expect("read");
     assert_eq!(report["size"], bytes.len());
@@ -250,8 +251,19 @@ fn inspect_reports_contract_digest_and_claims() {
             .as_array()
             .expect("imports")
             .iter()
-            .any(|import| import == "gatehouse:reviewer/logging@0.1.0")
+            .any(|import| import == "gatehouse:reviewer/logging@0.2.0")
     );
+    // A model-reviewer says so, and what it needs; a 0.1.0 module says its version.
+    let model_guardian = guest("gatehouse_model_guardian");
+    let output = gatehouse(&["inspect", model_guardian.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("world     model-reviewer"), "{text}");
+    assert!(text.contains("model = \"NAME\""), "{text}");
+    let old = guest("test_guest_contract_0_1");
+    let output = gatehouse(&["inspect", old.to_str().unwrap(), "--format", "json"]);
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["contract_version"], "0.1.0");
+    assert_eq!(report["reviewer"]["ok"]["name"], "contract-0-1");
 
     let wrong = guest("test_guest_wrong_world");
     let output = gatehouse(&["inspect", wrong.to_str().unwrap()]);

@@ -19,6 +19,7 @@ mod compile_cache;
 mod discovery;
 mod gateway;
 mod gateway_http;
+mod model_cli;
 mod model_gateway;
 mod resources;
 mod serve_control;
