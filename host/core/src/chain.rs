@@ -263,7 +263,7 @@ impl Chain {
 
     /// Runs the request through the chain.
     pub fn review(&self, request: &ReviewRequest) -> ChainReport {
-        self.review_with(request, &Cancel::new())
+        self.review_with(request, Cancel::never())
     }
 
     /// Runs the request through the chain; `cancel` ends a module's wait on

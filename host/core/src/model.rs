@@ -323,6 +323,8 @@ impl ModelGrant {
 /// assert!(!seen.is_cancelled());
 /// cancel.cancel();
 /// assert!(seen.is_cancelled());
+/// Cancel::never().cancel();
+/// assert!(!Cancel::never().is_cancelled());
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Cancel {
@@ -333,6 +335,8 @@ pub struct Cancel {
 struct CancelInner {
     cancelled: AtomicBool,
     notify: tokio::sync::Notify,
+    /// Set on [`Cancel::never`]'s token, whose `cancel` does nothing.
+    inert: bool,
 }
 
 impl Cancel {
@@ -341,8 +345,23 @@ impl Cancel {
         Cancel::default()
     }
 
-    /// Cancels; every waiter wakes.
+    /// A token nobody can cancel (shared; costs no allocation): for reviews
+    /// that have nothing to cancel them.
+    pub fn never() -> &'static Cancel {
+        static NEVER: std::sync::OnceLock<Cancel> = std::sync::OnceLock::new();
+        NEVER.get_or_init(|| Cancel {
+            inner: Arc::new(CancelInner {
+                inert: true,
+                ..CancelInner::default()
+            }),
+        })
+    }
+
+    /// Cancels; every waiter wakes. Does nothing on [`Cancel::never`].
     pub fn cancel(&self) {
+        if self.inner.inert {
+            return;
+        }
         self.inner.cancelled.store(true, Ordering::SeqCst);
         self.inner.notify.notify_waiters();
     }

@@ -286,7 +286,7 @@ impl ReviewerModule {
     /// the `model-reviewer` world reviewed this way has no model (its calls
     /// answer `not-configured`): see [`review_with`](Self::review_with).
     pub fn review(&self, config: &str, request: &ReviewRequest) -> ModuleReport {
-        self.review_with(config, request, None, &Cancel::new())
+        self.review_with(config, request, None, Cancel::never())
     }
 
     /// [`review`](Self::review), with the model the operator granted this
