@@ -1,8 +1,16 @@
-//! `gatehouse demo`: the embedded default. Starts three demo MCP servers
+//! `gatehouse demo`: the embedded default. Starts four demo MCP servers
 //! (one on protocol 2026-07-28),
 //! the reference chain (allowlist, then guardian), and a scripted person,
 //! drives one elicitation of every kind through the real pipeline, and
 //! prints what decided each and how fast.
+//!
+//! The fourth server, `repo`, is reviewed by a chain of its own: the model
+//! guardian (world `model-reviewer`, contract 0.2) granted a model. The model
+//! is the conformance kit's scripted one ([`ModelScript`]): no real model is
+//! called, and the output says so. Its two approval requests are tied to the
+//! agent's call behind them (the related call), as the gateway ties them;
+//! the other servers' router has no call registry, so their rows are as they
+//! were.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,13 +18,15 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use futures::future::BoxFuture;
+use gatehouse_conformance::model::{ALLOW_ANSWER, DENY_ANSWER, ModelScript, ScriptedModel, Step};
 use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_core::context::ApprovalPolicy;
 use gatehouse_core::escape::Escaped;
+use gatehouse_core::model::ModelGrant;
 use gatehouse_core::sandbox::{Limits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::calls::SessionId;
-use gatehouse_mcp::handler::IncomingElicitation;
+use gatehouse_mcp::calls::{CallKind, Calls, SessionId, UpstreamCall};
+use gatehouse_mcp::handler::{ElicitationHandler, IncomingElicitation};
 use gatehouse_mcp::router::{ElicitationSettings, NotAsked, Person, Router, ServerOverrides};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
@@ -58,6 +68,42 @@ impl Person for ScriptedPerson {
     }
 }
 
+/// The server whose elicitations the model guardian reviews.
+const MODEL_SERVER: &str = "repo";
+
+/// The name the stand-in model is granted under (as `[models.NAME]`).
+const MODEL_GRANT: &str = "demo";
+
+/// Hands the model server's elicitations to the model router, every other
+/// server's to the reference router.
+struct ByServer {
+    reference: Arc<Router>,
+    model: Arc<Router>,
+}
+
+impl ByServer {
+    fn router(&self, server: &str) -> &Arc<Router> {
+        if server == MODEL_SERVER {
+            &self.model
+        } else {
+            &self.reference
+        }
+    }
+}
+
+impl ElicitationHandler for ByServer {
+    fn elicit(
+        &self,
+        elicitation: IncomingElicitation,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
+        self.router(&elicitation.server).elicit(elicitation)
+    }
+
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        self.router(server).completed(server, elicitation_id);
+    }
+}
+
 fn approval(tool: &str, params: Value) -> Value {
     json!({
         "message": format!("Allow {tool}?"),
@@ -95,7 +141,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let load = |name: &str| {
         sandbox
             .load_file(guests.join(format!("gatehouse_{name}.wasm")), None)
-            .map(|module| Arc::new(module.renamed(name)))
+            .map(|module| Arc::new(module.renamed(&name.replace('_', "-"))))
             .with_context(|| "build the guests with .ci/build-guests".to_owned())
     };
     let chain = Chain::new(vec![
@@ -120,12 +166,40 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         Arc::new(ScriptedPerson),
         64,
     ));
+    // The model-reviewed server's chain: the model guardian, granted the
+    // kit's scripted model. It answers allow to the first review and deny to
+    // the second (the guardian asks once per review), at once, offline.
+    let stand_in: Arc<ScriptedModel> = Arc::new(
+        ModelScript::new(
+            MODEL_GRANT,
+            vec![
+                Step::Answer(ALLOW_ANSWER.to_owned()),
+                Step::Answer(DENY_ANSWER.to_owned()),
+            ],
+        )?
+        .model(),
+    );
+    let model_guardian = load("model_guardian")?;
+    let model_link = ChainLink::new(model_guardian.clone())
+        .with_model(ModelGrant::new(MODEL_GRANT, stand_in.clone()));
+    model_link.check_grant()?;
+    let calls = Arc::new(Calls::default());
+    let model_router = Arc::new(Router::new(
+        Chain::new(vec![model_link]),
+        ElicitationSettings::default(),
+        audit.clone(),
+        Arc::new(ScriptedPerson),
+        64,
+    ));
+    model_router.set_calls(calls.clone());
+    let agent = SessionId::next();
     // `next` speaks protocol 2026-07-28: its elicitations come back as
     // input requests inside tool results.
     let servers = [
         ("git", None),
         ("locked", None),
         ("next", Some("2026-07-28")),
+        (MODEL_SERVER, None),
     ]
     .into_iter()
     .map(|(name, protocol)| {
@@ -142,9 +216,17 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .check(name)
     })
     .collect::<Result<Vec<_>, _>>()?;
-    let mcp = McpRuntime::new(servers, Arc::new(router.clone()));
-    let catalog = mcp.clone();
-    router.set_catalog_source(move |name| catalog.snapshot().catalog_for(name));
+    let mcp = McpRuntime::new(
+        servers,
+        Arc::new(ByServer {
+            reference: router.clone(),
+            model: model_router.clone(),
+        }),
+    );
+    for router in [&router, &model_router] {
+        let catalog = mcp.clone();
+        router.set_catalog_source(move |name| catalog.snapshot().catalog_for(name));
+    }
     mcp.refresh_if_dirty().await?;
 
     let script: Vec<(&str, &str, Value)> = vec![
@@ -193,9 +275,27 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             "git__elicit_raw",
             json!({"params": {"message": "?", "requestedSchema": {"type": "object", "properties": {"a": {"type": "object"}}}}}),
         ),
+        (
+            "model-reviewed: delete scratch/demo",
+            "repo__delete_branch",
+            json!({"branch": "scratch/demo"}),
+        ),
+        (
+            "model-reviewed: delete main",
+            "repo__delete_branch",
+            json!({"branch": "main"}),
+        ),
     ];
     let mut server_answers = Vec::new();
     for (_, tool, arguments) in &script {
+        // The agent's call behind the model server's elicitation, in flight
+        // while it asks, as the gateway records it: the related call.
+        let _related = tool.strip_prefix(&format!("{MODEL_SERVER}__")).map(|name| {
+            calls.begin(
+                UpstreamCall::new(agent, CallKind::ToolCall, MODEL_SERVER, *tool, name)
+                    .with_arguments(Some(arguments.clone())),
+            )
+        });
         let result = mcp.call_tool(tool, arguments.as_object().cloned()).await?;
         let wire = serde_json::to_value(&result).unwrap_or_default();
         let text = wire["content"][0]["text"]
@@ -210,7 +310,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
     println!(
-        "{:<2} {:<37} {:<7} {:<7} {:<10} {:<22} {:>9}  answer",
+        "{:<2} {:<37} {:<7} {:<7} {:<10} {:<23} {:>9}  answer",
         "#", "scenario", "server", "mode", "decided by", "module: outcome", "latency"
     );
     for (index, ((scenario, _, _), line)) in script.iter().zip(&lines).enumerate() {
@@ -232,7 +332,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         // Audit fields and server replies are the servers' and modules'
         // words: escaped.
         println!(
-            "{:<2} {:<37} {:<7} {:<7} {:<10} {:<22} {:>6.3} ms  {}",
+            "{:<2} {:<37} {:<7} {:<7} {:<10} {:<23} {:>6.3} ms  {}",
             index + 1,
             scenario,
             Escaped(line["server"].as_str().unwrap_or("?")),
@@ -243,6 +343,12 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             Escaped(&answer),
         );
     }
+    print_model_review(
+        &script,
+        &lines,
+        model_guardian.world().name(),
+        model_guardian.contract_version(),
+    );
     println!("\nWhat each server received:");
     for (index, text) in server_answers.iter().enumerate() {
         println!(
@@ -254,5 +360,87 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if lines.len() != script.len() {
         bail!("{} elicitations, {} audit lines", script.len(), lines.len());
     }
+    if stand_in.calls() != 2 {
+        bail!(
+            "the model guardian asked its model {} times, not once per review",
+            stand_in.calls()
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The model-reviewed rows, spelled out: which module decided, what the model
+/// answered, and what the audit line recorded of the call.
+fn print_model_review(
+    script: &[(&str, &str, Value)],
+    lines: &[Value],
+    world: &str,
+    contract: &str,
+) {
+    let rows: Vec<(usize, &str, &Value, &Value)> = script
+        .iter()
+        .zip(lines)
+        .enumerate()
+        .filter(|(_, (_, line))| line["server"] == MODEL_SERVER)
+        .map(|(index, ((_, tool, arguments), line))| (index + 1, *tool, arguments, line))
+        .collect();
+    let (Some((first, ..)), Some((last, ..))) = (rows.first(), rows.last()) else {
+        return;
+    };
+    println!(
+        "\nModel-reviewed (rows {first}-{last}): server `{MODEL_SERVER}`, reviewed by the model guardian \
+         (world {world}, contract {contract}), granted model `{MODEL_GRANT}`"
+    );
+    println!(
+        "   model: scripted stand-in (no real model is called; point [models.NAME] at OpenAI, Ollama or vLLM for a real one)"
+    );
+    println!(
+        "   its script (the conformance kit's ModelScript): answer allow, then deny; the guardian asks it once per review"
+    );
+    for (row, tool, arguments, line) in rows {
+        match line["session"].as_u64() {
+            Some(session) => println!(
+                "{row:<2} agent's call: {tool} {arguments} (session {session}), the related call the module saw"
+            ),
+            None => println!("{row:<2} agent's call: none tied to the elicitation"),
+        }
+        let steps = line["steps"].as_array().cloned().unwrap_or_default();
+        let Some(step) = steps.last() else {
+            println!("   no module ran");
+            continue;
+        };
+        println!(
+            "   decided by module {}: {}; answer sent: {}",
+            Escaped(step["module"].as_str().unwrap_or("?")),
+            Escaped(step["outcome"].as_str().unwrap_or("?")),
+            Escaped(line["answer"]["action"].as_str().unwrap_or("?")),
+        );
+        let calls = step["model_calls"].as_array().cloned().unwrap_or_default();
+        if calls.is_empty() {
+            println!("   the model was not asked");
+        }
+        for call in &calls {
+            let answer: Value = call["answer"]
+                .as_str()
+                .and_then(|text| serde_json::from_str(text).ok())
+                .unwrap_or_default();
+            match call["error"].as_str() {
+                Some(error) => println!("   model verdict: none (error {})", Escaped(error)),
+                None => println!(
+                    "   model verdict: {} (risk {}): {}",
+                    Escaped(answer["outcome"].as_str().unwrap_or("?")),
+                    Escaped(answer["risk_level"].as_str().unwrap_or("?")),
+                    Escaped(answer["rationale"].as_str().unwrap_or("?")),
+                ),
+            }
+            let sha = call["prompt_sha256"].as_str().unwrap_or("?");
+            println!(
+                "   audit: model call recorded: grant {}, model {}, attempts {}, prompt sha256 {}...",
+                Escaped(call["grant"].as_str().unwrap_or("?")),
+                Escaped(call["model"].as_str().unwrap_or("?")),
+                call["attempts"],
+                Escaped(sha.get(..12).unwrap_or(sha)),
+            );
+        }
+    }
 }

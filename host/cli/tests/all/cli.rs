@@ -350,6 +350,8 @@ fn conformance_runs_an_own_case_directory() {
 #[test]
 fn the_demo_drives_every_kind_of_elicitation() {
     let server = demo_server();
+    // The model-reviewed rows need the model guardian too.
+    guest("gatehouse_model_guardian");
     let guests = guest("gatehouse_guardian")
         .parent()
         .expect("dir")
@@ -378,6 +380,16 @@ fn the_demo_drives_every_kind_of_elicitation() {
         ("URL mode, deferred to the person", "person", "accept"),
         ("input request in a tool result", "guest", "decline"),
         ("nested schema refused", "policy", "error -32602"),
+        (
+            "model-reviewed: delete scratch/demo",
+            "model-guardian: accept",
+            "accept",
+        ),
+        (
+            "model-reviewed: delete main",
+            "model-guardian: decline",
+            "decline",
+        ),
     ] {
         let row = table
             .lines()
@@ -391,6 +403,60 @@ fn the_demo_drives_every_kind_of_elicitation() {
     assert!(table.contains("[git] hello Ada"), "{table}");
     assert!(
         table.contains("[next] elicitation answered: decline"),
+        "{table}"
+    );
+    // The model-reviewed scenario says plainly that its model is a stand-in,
+    // and shows each verdict the model guardian acted on and the audit's
+    // record of the call.
+    assert!(
+        table.contains(
+            "model: scripted stand-in (no real model is called; point [models.NAME] at OpenAI, Ollama or vLLM for a real one)"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains("reviewed by the model guardian (world model-reviewer, contract 0.2"),
+        "{table}"
+    );
+    let section = table
+        .split("Model-reviewed (rows 10-11)")
+        .nth(1)
+        .and_then(|rest| rest.split("What each server received").next())
+        .unwrap_or_else(|| panic!("no model-reviewed section:\n{table}"));
+    let rows: Vec<&str> = section
+        .split("\n10 ")
+        .nth(1)
+        .map_or(Vec::new(), |rest| rest.split("\n11 ").collect());
+    assert_eq!(rows.len(), 2, "{section}");
+    for (row, branch, decision, verdict) in [
+        (rows[0], "scratch/demo", "accept", "allow (risk low)"),
+        (rows[1], "main", "decline", "deny (risk high)"),
+    ] {
+        for expected in [
+            format!(r#"agent's call: repo__delete_branch {{"branch":"{branch}"}} (session "#),
+            format!("decided by module model-guardian: {decision}; answer sent: {decision}"),
+            format!("model verdict: {verdict}: The scripted model "),
+            "audit: model call recorded: grant demo, model gatehouse-scripted, attempts 1, prompt sha256 "
+                .to_owned(),
+        ] {
+            assert!(row.contains(&expected), "{expected}\n{row}");
+        }
+        let sha = row
+            .split("prompt sha256 ")
+            .nth(1)
+            .and_then(|rest| rest.split("...").next())
+            .unwrap_or_default();
+        assert!(
+            sha.len() == 12 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+            "{row}"
+        );
+    }
+    assert!(
+        table.contains("10 [repo] elicitation answered: accept"),
+        "{table}"
+    );
+    assert!(
+        table.contains("11 [repo] elicitation answered: decline"),
         "{table}"
     );
 }
