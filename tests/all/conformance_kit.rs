@@ -515,3 +515,173 @@ fn the_shipped_model_cases_match_the_case_files() {
     let on_disk = cases::load_dir(&cases_dir("model")).expect("cases");
     assert_eq!(shipped.len(), on_disk.len());
 }
+
+#[test]
+fn the_model_guardian_passes_the_guardian_suite_with_its_model_deciding_the_marked_cases() {
+    let report = run("gatehouse_model_guardian", Suite::All);
+    assert!(report.passed(), "{}", report.to_text());
+    // It claims `guardian-compatible`, so `all` ran the guardian suite: one
+    // row per case the rules decide, one per run of a case the model decides.
+    let cases = gatehouse_conformance::guardian_cases().expect("guardian cases");
+    let expected_rows: usize = cases.iter().map(|case| case.with_model.len().max(1)).sum();
+    let guardian = rows(&report, "guardian");
+    assert_eq!(guardian.len(), expected_rows, "{}", report.to_text());
+    assert!(guardian.len() > cases.len());
+    let under = |model: &str| -> Vec<&str> {
+        guardian
+            .iter()
+            .filter(|row| row.case.ends_with(&format!("(with model stub:{model})")))
+            .map(|row| row.got.as_str())
+            .collect()
+    };
+    let (denied, allowed) = (under("deny"), under("allow"));
+    assert!(denied.len() >= 19, "{denied:?}");
+    assert!(denied.iter().all(|got| *got == "decline"), "{denied:?}");
+    // One allowing run differs from the rest: the destructive hint and the
+    // mismatch, where the model is not asked and the answer is a decline.
+    assert!(allowed.len() >= 20, "{allowed:?}");
+    assert_eq!(
+        allowed.iter().filter(|got| **got == "accept").count(),
+        denied.len(),
+        "{allowed:?}"
+    );
+    // The model suite ran too.
+    assert!(!rows(&report, "model").is_empty());
+    // Where the rules decide, the kit's model is never asked, so which model
+    // it is changes nothing.
+    for stub in [
+        gatehouse_conformance::model::Stub::Allow,
+        gatehouse_conformance::model::Stub::Deny,
+    ] {
+        let kit = kit().with_model(gatehouse_conformance::model::ModelScript::stub(stub));
+        let report = run_with(kit, "gatehouse_model_guardian", Suite::Guardian);
+        assert!(report.passed(), "{stub:?}:\n{}", report.to_text());
+    }
+}
+
+/// A case for the model probe: an approval request for `write_file` with
+/// `config` (`{"ask": true}` makes the probe ask its model once).
+fn probe_case(
+    name: &str,
+    config: serde_json::Value,
+    expect: serde_json::Value,
+    with_model: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut case = serde_json::json!({
+        "name": name,
+        "request": {"message": "Allow?", "requestedSchema": {"type": "object", "properties": {}},
+                    "_meta": {"codex_request_type": "approval_request",
+                              "codex_approval_kind": "mcp_tool_call", "tool_name": "write_file"}},
+        "context": {"server_name": "files", "request_id": 1},
+        "config": config,
+        "expect": expect,
+    });
+    if let Some(with_model) = with_model {
+        case["with_model"] = with_model;
+    }
+    case
+}
+
+#[test]
+fn own_cases_may_say_what_a_model_reviewer_answers_under_each_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ask = serde_json::json!({"ask": true});
+    std::fs::write(
+        dir.path().join("own.json"),
+        serde_json::json!([
+            // Each run under its own model, which the probe asks once.
+            probe_case(
+                "the model decides",
+                ask.clone(),
+                serde_json::json!({"decision": "defer"}),
+                Some(serde_json::json!([
+                    {"model": "allow", "expect": {"decision": "accept"}},
+                    {"model": "deny", "expect": {"decision": "decline", "message_contains": "model said: "}},
+                ])),
+            ),
+            // Right answer, but the model was never asked.
+            probe_case(
+                "the model is not asked",
+                serde_json::json!({}),
+                serde_json::json!({"decision": "defer"}),
+                Some(serde_json::json!([{"model": "deny", "expect": {"decision": "decline"}}])),
+            ),
+            // A case may count the calls itself.
+            probe_case(
+                "asked where it must not be",
+                ask,
+                serde_json::json!({"decision": "any", "model_calls": 0}),
+                None,
+            ),
+        ])
+        .to_string(),
+    )
+    .expect("write");
+    let extra = cases::load_dir(dir.path()).expect("cases");
+    let path = guest("test_guest_model_probe");
+    let bytes = std::fs::read(&path).expect("read");
+    let report = kit().run("model-probe", &bytes, Suite::Contract, &extra);
+    let own = rows(&report, "cases");
+    let names: Vec<&str> = own.iter().map(|row| row.case.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "the model decides (with model stub:allow)",
+            "the model decides (with model stub:deny)",
+            "the model is not asked (with model stub:deny)",
+            "asked where it must not be",
+        ],
+        "{}",
+        report.to_text()
+    );
+    let failed: Vec<(&str, &str)> = report
+        .failures()
+        .map(|row| (row.case.as_str(), row.detail.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(failed.len(), 2, "{}", report.to_text());
+    assert_eq!(failed[0].0, "the model is not asked (with model stub:deny)");
+    assert_eq!(failed[0].1, "model calls: expected 1, got 0");
+    assert_eq!(failed[1].0, "asked where it must not be");
+    assert_eq!(failed[1].1, "model calls: expected 0, got 1");
+    // A reviewer runs `expect` and never `with_model`.
+    let guardian = std::fs::read(guest("gatehouse_guardian")).expect("read");
+    let report = kit().run("guardian", &guardian, Suite::Contract, &extra);
+    assert_eq!(rows(&report, "cases").len(), 3, "{}", report.to_text());
+}
+
+#[test]
+fn the_guardian_suite_holds_a_model_reviewer_to_the_rules_where_they_decide() {
+    // A model-reviewer that gets a rules-decided case right by asking its
+    // model is caught: in the guardian suite such a case allows no call.
+    use gatehouse_conformance::cases::Unmarked;
+    use gatehouse_conformance::model::ModelScript;
+    use gatehouse_core::chain::{Chain, ChainLink};
+    use gatehouse_core::contract::World;
+    let case: cases::Case = serde_json::from_value(probe_case(
+        "a rules-decided case",
+        serde_json::json!({"ask": true}),
+        serde_json::json!({"decision": "accept"}),
+        None,
+    ))
+    .expect("case");
+    let sandbox = gatehouse_tests::sandbox();
+    let probe = gatehouse_tests::load(&sandbox, "test_guest_model_probe");
+    let allow = ModelScript::from_spec("stub:allow").expect("stub");
+    let chain = Chain::new(vec![ChainLink::new(probe).with_model(allow.grant())]);
+    let run = |unmarked| {
+        let variants = case
+            .variants(World::ModelReviewer, unmarked)
+            .expect("variants");
+        assert_eq!(variants.len(), 1);
+        case.run_variant(&chain, &case.config_json(), &variants[0])
+            .expect("run")
+    };
+    let guardian_suite = run(Unmarked::RulesDecide);
+    assert_eq!(guardian_suite.got, "accept");
+    assert_eq!(
+        guardian_suite.mismatches,
+        ["model calls: expected 0, got 1"],
+        "{guardian_suite:?}"
+    );
+    assert!(run(Unmarked::AsWritten).passed());
+}

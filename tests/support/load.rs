@@ -120,11 +120,14 @@ struct Scenario {
 }
 
 fn scenarios() -> Vec<Scenario> {
+    // The approval names the call the agent really makes (`elicit_raw`): the
+    // gateway ties the elicitation to it, and a request that named another
+    // tool would be declined as a mismatch.
     let approval = json!({
-        "message": "Allow read_file?",
+        "message": "Allow elicit_raw?",
         "requestedSchema": {"type": "object", "properties": {}},
         "_meta": {"codex_request_type": "approval_request", "codex_approval_kind": "mcp_tool_call",
-                  "tool_name": "read_file", "tool_params": {"path": "README.md"}}
+                  "tool_name": "elicit_raw"}
     });
     vec![
         Scenario {
@@ -224,7 +227,7 @@ fn write_config(dir: &Path, options: &LoadOptions) -> anyhow::Result<PathBuf> {
          [[review.modules]]\npath = {allowlist:?}\n\
          config = {{ rules = [{{ mode = \"url\", url = \"https://tracker.example.com/*\", decision = \"accept\" }}] }}\n\n\
          [[review.modules]]\npath = {guardian:?}\n\
-         config = {{ allow = [{{ server = \"git\", tool = \"read_*\" }}] }}\n\n\
+         config = {{ allow = [{{ server = \"git\", tool = \"elicit_raw\" }}] }}\n\n\
          [elicitations]\naudit_log = \"audit.jsonl\"\n",
         allowlist = allowlist.display().to_string(),
         guardian = guardian.display().to_string(),

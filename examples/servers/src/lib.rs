@@ -21,7 +21,9 @@ use rmcp::{
     },
 };
 
-pub use server::{DemoServer, ELICITATION_COMPLETE, ElicitRawArgs, Protocol, ResourceOptions};
+pub use server::{
+    DemoServer, ELICITATION_COMPLETE, ElicitRawArgs, LIED_BRANCH, Protocol, ResourceOptions,
+};
 pub use wire::{NoProgressToken, NoProgressTokenSessions};
 
 /// Usage text printed for `--help` and after a flag error.
@@ -50,7 +52,12 @@ usage: demo-server [--name NAME] [--http ADDR] [--protocol VERSION] [--fail] [--
                 answer a read of any URI, listed or not
   --reads-log FILE
                 append every URI this server is asked to read to FILE, one JSON string
-                a line";
+                a line
+
+tools: echo, read_file, delete_branch (asks for approval with Codex-style _meta),
+rename_branch (asks for approval too, but its _meta.tool_params name the branch
+`scratch` whatever branch it was called with: a server that lies about the call),
+ask_name, open_url, add_tool, elicit_raw, elicit_then_cancel";
 
 /// The path the streamable HTTP endpoint is mounted at.
 pub const HTTP_PATH: &str = "/mcp";

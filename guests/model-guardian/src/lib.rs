@@ -61,13 +61,13 @@ crate::component_glue!();
 
 /// The module's name in `describe`.
 pub const NAME: &str = "model-guardian";
-/// What the module claims: no state across reviews, and a model review
-/// (`model-reviewer`: the kit's `model` suite). Not `guardian-compatible`:
-/// that suite encodes the rule-based guardian's answers where the model
-/// decides here (the catalog's hints and the `default` rule); the code of
-/// every deterministic path is the guardian's own, proven by that suite on
-/// the guardian.
-pub const CLAIMS: &[&str] = &["stateless", "model-reviewer"];
+/// What the module claims: the guardian's behaviour (`guardian-compatible`:
+/// the kit runs the `guardian` suite, whose cases mark with `with_model`
+/// where the model decides here, in place of the catalog's hints and the
+/// `default` rule; every other case it must answer as the guardian does
+/// without asking its model), no state across reviews, and a model review
+/// (`model-reviewer`: the kit's `model` suite).
+pub const CLAIMS: &[&str] = &["guardian-compatible", "stateless", "model-reviewer"];
 
 struct ModelGuardian;
 

@@ -26,7 +26,26 @@
 //! (`"decline|cancel"`); `message` is the exact
 //! `_meta.message` of the answer (`null` for none), `message_contains` and
 //! `rationale_contains` match substrings, `risk` the risk level, `content` the
-//! accept content, `failure` the failure code when `decision` is `"failure"`.
+//! accept content, `failure` the failure code when `decision` is `"failure"`,
+//! `model_calls` how many times the module asked its model.
+//!
+//! # Cases a `model-reviewer` answers differently
+//! A case may say what a `model-reviewer` must answer in its place, as a list
+//! of runs, each under its own model ([`ModelRun`]):
+//!
+//! ```json
+//! "with_model": [
+//!   {"model": "deny",  "expect": {"decision": "decline", "rationale_contains": "The scripted model denies"}},
+//!   {"model": "allow", "expect": {"decision": "accept"}}
+//! ]
+//! ```
+//! A `reviewer` runs `expect` and never `with_model`; a `model-reviewer`
+//! runs each entry of `with_model` instead of `expect`, and, unless the
+//! entry's `expect.model_calls` says otherwise, must ask its model exactly
+//! once: the model's answer is what decides. [`Case::variants`] lists the
+//! runs for a module; under [`Unmarked::RulesDecide`] (the guardian suite) a
+//! case without `with_model` is one the rules decide, which a
+//! `model-reviewer` must answer as `expect` says without asking its model.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -75,10 +94,64 @@ pub struct Case {
     pub model: Option<Value>,
     /// What must come out.
     pub expect: Expect,
+    /// What a `model-reviewer` must answer in place of [`Case::expect`],
+    /// one run per entry, each under its own model; empty when it answers
+    /// as `expect` says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub with_model: Vec<ModelRun>,
+}
+
+/// One run of a case for a `model-reviewer` ([`Case::with_model`]): the
+/// model it is granted and what must come out.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelRun {
+    /// What the model answers, as [`Case::model`]: a stub's name, one step
+    /// or a list of steps.
+    pub model: Value,
+    /// What must come out; `model_calls` defaults to 1 (the model decides).
+    pub expect: Expect,
+}
+
+/// How [`Case::variants`] holds a `model-reviewer` to a case without
+/// [`Case::with_model`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmarked {
+    /// As the case is written: its `expect`, model calls checked only when
+    /// `expect.model_calls` is given (your own cases, the model suite).
+    AsWritten,
+    /// The rules decide the case: its `expect`, and the model must not be
+    /// asked (`model_calls` 0 unless given). The guardian suite.
+    RulesDecide,
+}
+
+/// One way a case is run: the model a `model-reviewer` is granted and the
+/// expectation ([`Case::variants`]).
+#[derive(Debug, Clone)]
+pub struct Variant<'a> {
+    /// `None` for the case's own `expect`; for a [`ModelRun`], its model:
+    /// a stub's name (`stub:deny`) or the script's JSON.
+    pub model_name: Option<String>,
+    /// The model script, if the run sets one (the case's `model` or the
+    /// [`ModelRun`]'s); without one a link keeps the model it was granted.
+    pub model: Option<&'a Value>,
+    /// What must come out, with the defaults of [`Case::variants`] applied.
+    pub expect: Expect,
+}
+
+impl Variant<'_> {
+    /// The row name for the case `name`: `name`, or for a [`ModelRun`]
+    /// `name (with model stub:deny)`.
+    pub fn row_name(&self, name: &str) -> String {
+        match &self.model_name {
+            None => name.to_owned(),
+            Some(model) => format!("{name} (with model {model})"),
+        }
+    }
 }
 
 /// The expected result of a case.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     /// `accept`, `decline`, `cancel`, `defer`, `failure`, or `any` (any
@@ -107,6 +180,10 @@ pub struct Expect {
     /// The failure code, with `decision = "failure"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// How many times the modules asked their model in the review (the
+    /// calls the host recorded, refused ones included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_calls: Option<usize>,
 }
 
 /// Tells a field set to `null` (`Some(None)`) from one left out (`None`).
@@ -218,8 +295,86 @@ impl Case {
     /// [`Case::run`] with `config` as every link's configuration, whatever
     /// the case's `config` says.
     pub fn run_configured(&self, chain: &Chain, config: &str) -> Result<CaseRun, CaseError> {
+        self.run_with(chain, config, self.model.as_ref(), &self.expect)
+    }
+
+    /// The runs of this case for a module of `world`. A `reviewer` (and a
+    /// `model-reviewer` on a case without [`Case::with_model`]) runs
+    /// [`Case::expect`] under the case's `model`; under
+    /// [`Unmarked::RulesDecide`] a `model-reviewer` must not ask its model
+    /// there (`model_calls` 0 unless the case says). A `model-reviewer` on a
+    /// case with `with_model` runs each of its entries instead, under the
+    /// entry's model, asking it exactly once unless the entry's
+    /// `expect.model_calls` says otherwise.
+    pub fn variants(
+        &self,
+        world: World,
+        unmarked: Unmarked,
+    ) -> Result<Vec<Variant<'_>>, CaseError> {
+        if world != World::ModelReviewer || self.with_model.is_empty() {
+            let mut expect = self.expect.clone();
+            if world == World::ModelReviewer && unmarked == Unmarked::RulesDecide {
+                expect.model_calls.get_or_insert(0);
+            }
+            return Ok(vec![Variant {
+                model_name: None,
+                model: self.model.as_ref(),
+                expect,
+            }]);
+        }
+        self.with_model
+            .iter()
+            .map(|run| {
+                let script = ModelScript::from_case_value(&run.model).map_err(|detail| {
+                    CaseError::Invalid {
+                        case: self.name.clone(),
+                        detail: format!("with_model: {detail}"),
+                    }
+                })?;
+                let mut expect = run.expect.clone();
+                expect.model_calls.get_or_insert(1);
+                // A stub by its name (`stub:deny`), a script by its text.
+                let model_name = match &run.model {
+                    Value::String(_) => script.name().to_owned(),
+                    script => script.to_string(),
+                };
+                Ok(Variant {
+                    model_name: Some(model_name),
+                    model: Some(&run.model),
+                    expect,
+                })
+            })
+            .collect()
+    }
+
+    /// Runs one of the case's [`Case::variants`] through `chain`, with
+    /// `config` as every link's configuration and, when the variant sets a
+    /// model, a fresh grant of it for every `model-reviewer` link.
+    pub fn run_variant(
+        &self,
+        chain: &Chain,
+        config: &str,
+        variant: &Variant<'_>,
+    ) -> Result<CaseRun, CaseError> {
+        self.run_with(chain, config, variant.model, &variant.expect)
+    }
+
+    fn run_with(
+        &self,
+        chain: &Chain,
+        config: &str,
+        model: Option<&Value>,
+        expect: &Expect,
+    ) -> Result<CaseRun, CaseError> {
         let request = self.review_request()?;
-        let script = self.model_script()?;
+        let script = model
+            .map(|value| {
+                ModelScript::from_case_value(value).map_err(|detail| CaseError::Invalid {
+                    case: self.name.clone(),
+                    detail,
+                })
+            })
+            .transpose()?;
         let links = chain
             .links()
             .iter()
@@ -237,7 +392,7 @@ impl Case {
         let started = std::time::Instant::now();
         let report = Chain::new(links).review(&request);
         let elapsed = started.elapsed();
-        let (got, mismatches) = self.expect.check(&report);
+        let (got, mismatches) = expect.check(&report);
         Ok(CaseRun {
             report,
             got,
@@ -337,6 +492,12 @@ impl Expect {
             && Some(expected) != content.as_ref()
         {
             mismatches.push(format!("content: expected {expected}, got {content:?}"));
+        }
+        if let Some(expected) = self.model_calls {
+            let calls: usize = report.steps.iter().map(|step| step.model_calls.len()).sum();
+            if calls != expected {
+                mismatches.push(format!("model calls: expected {expected}, got {calls}"));
+            }
         }
         (got, mismatches)
     }

@@ -52,7 +52,9 @@ fn input(name: &str, meta: Map<String, Value>, context: Option<Value>) -> Case {
             risk: None,
             content: None,
             failure: None,
+            model_calls: None,
         },
+        with_model: Vec::new(),
     }
 }
 

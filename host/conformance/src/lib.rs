@@ -9,7 +9,14 @@
 //!   from one review to the next; it never calls for files, environment or
 //!   sockets; it stays within the log caps.
 //! - `guardian`, for modules that claim `guardian-compatible`: every case of
-//!   `host/conformance/suites/guardian/`.
+//!   `host/conformance/suites/guardian/`. A `model-reviewer` (the model
+//!   guardian) runs them too: a case the rules decide it must answer as the
+//!   rule-based guardian does, without asking its model; a case marked
+//!   `with_model` (where the model guardian asks its model in place of the
+//!   catalog's hints or the config's `default`) it runs once per entry, each
+//!   under that entry's scripted model, and must give that entry's answer,
+//!   asking its model exactly once unless the entry says otherwise
+//!   ([`cases::Case::variants`]).
 //! - `model`, for modules of the `model-reviewer` world (contract 0.2): the
 //!   module fails closed on every failure of its model. For each of a
 //!   timeout, a transient error, a rate limit, a rejected request, a
@@ -54,7 +61,7 @@ use std::time::{Duration, Instant};
 
 pub use report::{CaseResult, Report};
 
-use crate::cases::{ANY_DECISION, Case, CaseError};
+use crate::cases::{ANY_DECISION, Case, CaseError, Unmarked};
 use crate::model::ModelScript;
 use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_core::contract::World;
@@ -68,7 +75,7 @@ use gatehouse_core::sandbox::{
 };
 
 /// The guardian behaviour, as shipped with the host.
-const GUARDIAN_CASES: [(&str, &str); 4] = [
+const GUARDIAN_CASES: [(&str, &str); 5] = [
     (
         "routing.json",
         include_str!("../suites/guardian/routing.json"),
@@ -81,6 +88,10 @@ const GUARDIAN_CASES: [(&str, &str); 4] = [
     (
         "identity.json",
         include_str!("../suites/guardian/identity.json"),
+    ),
+    (
+        "related_call.json",
+        include_str!("../suites/guardian/related_call.json"),
     ),
 ];
 
@@ -167,7 +178,8 @@ impl Kit {
     /// The model a `model-reviewer` is granted in the contract, guardian and
     /// own-cases suites (default [`Stub::Error`](model::Stub::Error)); each
     /// review gets a fresh one, so a script starts over. The model suite
-    /// scripts its own.
+    /// scripts its own, and so does a case with a `model` or a `with_model`
+    /// run.
     pub fn with_model(mut self, model: ModelScript) -> Self {
         self.model = model;
         self
@@ -549,7 +561,7 @@ impl Kit {
                     .map(|step| step.model_calls.len())
                     .max()
                     .unwrap_or(0);
-                (*name, most)
+                (name.as_str(), most)
             })
             .collect();
         let (got, passed, detail) = model_calls_check(&calls);
@@ -564,58 +576,86 @@ impl Kit {
     }
 
     /// Runs `cases` on `module` (granted the kit's model, or the case's) and
-    /// reports one row each; returns each case's module reports, for checks
-    /// across cases. The `model` suite's cases run with the kit's module
-    /// config unless they carry their own; the others with their own or `{}`.
+    /// reports one row per run ([`Case::variants`]: one per case, or for a
+    /// `model-reviewer` one per `with_model` entry); returns each row's
+    /// module reports, for checks across cases. The `model` suite's cases
+    /// run with the kit's module config unless they carry their own; the
+    /// others with their own or `{}`. In the `guardian` suite a case without
+    /// `with_model` is decided by the rules: a `model-reviewer` must not ask
+    /// its model there.
     fn run_cases<'a>(
         &self,
         suite: &str,
         module: &std::sync::Arc<ReviewerModule>,
         cases: impl Iterator<Item = &'a Case>,
         report: &mut Report,
-    ) -> Vec<(&'a str, Vec<ModuleReport>)> {
+    ) -> Vec<(String, Vec<ModuleReport>)> {
+        let unmarked = if suite == "guardian" {
+            Unmarked::RulesDecide
+        } else {
+            Unmarked::AsWritten
+        };
         let mut runs = Vec::new();
         for case in cases {
-            // A fresh grant for every case: a script starts over.
-            let mut link = ChainLink::new(module.clone());
-            if let Some(grant) = self.grant_for(module) {
-                link = link.with_model(grant);
-            }
-            let chain = Chain::new(vec![link]);
+            let variants = match case.variants(module.world(), unmarked) {
+                Ok(variants) => variants,
+                Err(error) => {
+                    report.push(
+                        suite,
+                        &case.name,
+                        (&case.expect.decision, "invalid case"),
+                        false,
+                        Some(error.to_string()),
+                        Duration::ZERO,
+                    );
+                    continue;
+                }
+            };
             let config = match (&case.config, suite) {
                 (None, "model") => self.module_config.clone(),
                 _ => case.config_json(),
             };
-            match case.run_configured(&chain, &config) {
-                Ok(run) => {
-                    let detail = (!run.passed()).then(|| run.mismatches.join("; "));
-                    let expected = &case.expect.decision;
-                    // A pass shows the expectation, unless it allowed more than
-                    // one decision: then what came out.
-                    let got = if run.passed() && !expected.contains('|') && expected != ANY_DECISION
-                    {
-                        expected.clone()
-                    } else {
-                        run.got.clone()
-                    };
-                    report.push(
-                        suite,
-                        &case.name,
-                        (expected, &got),
-                        run.passed(),
-                        detail,
-                        run.elapsed,
-                    );
-                    runs.push((case.name.as_str(), run.report.steps));
+            for variant in &variants {
+                let row = variant.row_name(&case.name);
+                // A fresh grant for every run: a script starts over.
+                let mut link = ChainLink::new(module.clone());
+                if let Some(grant) = self.grant_for(module) {
+                    link = link.with_model(grant);
                 }
-                Err(error) => report.push(
-                    suite,
-                    &case.name,
-                    (&case.expect.decision, "invalid case"),
-                    false,
-                    Some(error.to_string()),
-                    Duration::ZERO,
-                ),
+                let chain = Chain::new(vec![link]);
+                let expected = &variant.expect.decision;
+                match case.run_variant(&chain, &config, variant) {
+                    Ok(run) => {
+                        let detail = (!run.passed()).then(|| run.mismatches.join("; "));
+                        // A pass shows the expectation, unless it allowed more
+                        // than one decision: then what came out.
+                        let got = if run.passed()
+                            && !expected.contains('|')
+                            && expected != ANY_DECISION
+                        {
+                            expected.clone()
+                        } else {
+                            run.got.clone()
+                        };
+                        report.push(
+                            suite,
+                            &row,
+                            (expected, &got),
+                            run.passed(),
+                            detail,
+                            run.elapsed,
+                        );
+                        runs.push((row, run.report.steps));
+                    }
+                    Err(error) => report.push(
+                        suite,
+                        &row,
+                        (expected, "invalid case"),
+                        false,
+                        Some(error.to_string()),
+                        Duration::ZERO,
+                    ),
+                }
             }
         }
         runs
@@ -695,6 +735,105 @@ mod tests {
         );
         assert!(detail.contains("denies"), "{detail}");
         assert!(!detail.contains("times out"), "{detail}");
+    }
+
+    /// The decisions a case's `with_model` runs expect, and whether any of
+    /// them asks the model.
+    fn model_runs(case: &Case) -> (Vec<String>, bool) {
+        let variants = case
+            .variants(World::ModelReviewer, Unmarked::RulesDecide)
+            .expect("valid with_model");
+        let asks = variants
+            .iter()
+            .any(|variant| variant.expect.model_calls != Some(0));
+        let decisions = variants
+            .iter()
+            .map(|variant| variant.expect.decision.clone())
+            .collect();
+        (decisions, asks)
+    }
+
+    #[test]
+    fn every_guardian_case_the_model_decides_runs_under_a_denying_and_an_allowing_model() {
+        // A case marked as decided by the model must show that the model's
+        // answer is what decides: one run declines under a model that
+        // denies, another accepts under one that allows.
+        let cases = guardian_cases().expect("guardian cases");
+        let mut decided = 0;
+        for case in cases.iter().filter(|case| !case.with_model.is_empty()) {
+            let (decisions, asks) = model_runs(case);
+            if !asks {
+                continue;
+            }
+            decided += 1;
+            let models: Vec<&serde_json::Value> =
+                case.with_model.iter().map(|run| &run.model).collect();
+            for (model, decision) in [("deny", "decline"), ("allow", "accept")] {
+                let at = models
+                    .iter()
+                    .position(|value| value.as_str() == Some(model))
+                    .unwrap_or_else(|| panic!("{}: no run with the {model} stub", case.name));
+                assert_eq!(decisions[at], decision, "{}", case.name);
+            }
+        }
+        assert!(decided >= 18, "only {decided} model-decided guardian cases");
+    }
+
+    #[test]
+    fn variants_hold_a_model_reviewer_to_the_rules_or_to_its_model() {
+        let cases = guardian_cases().expect("guardian cases");
+        let plain = cases
+            .iter()
+            .find(|case| case.with_model.is_empty() && case.model.is_none())
+            .expect("a rule-decided case");
+        let marked = cases
+            .iter()
+            .find(|case| case.with_model.len() == 2)
+            .expect("a model-decided case");
+        // A reviewer runs `expect` as written, marked or not.
+        for case in [plain, marked] {
+            for unmarked in [Unmarked::AsWritten, Unmarked::RulesDecide] {
+                let variants = case.variants(World::Reviewer, unmarked).expect("variants");
+                assert_eq!(variants.len(), 1);
+                assert_eq!(variants[0].expect.model_calls, case.expect.model_calls);
+                assert_eq!(variants[0].model_name, None);
+                assert_eq!(variants[0].row_name(&case.name), case.name);
+            }
+        }
+        // A model-reviewer: the rules decide unmarked guardian cases...
+        let variants = plain
+            .variants(World::ModelReviewer, Unmarked::RulesDecide)
+            .expect("variants");
+        assert_eq!(variants.len(), 1);
+        assert_eq!(variants[0].expect.model_calls, Some(0));
+        assert_eq!(variants[0].expect.decision, plain.expect.decision);
+        let variants = plain
+            .variants(World::ModelReviewer, Unmarked::AsWritten)
+            .expect("variants");
+        assert_eq!(variants[0].expect.model_calls, None);
+        // ...and the model, once, the marked ones, under each run's model.
+        let variants = marked
+            .variants(World::ModelReviewer, Unmarked::AsWritten)
+            .expect("variants");
+        assert_eq!(variants.len(), 2);
+        for variant in &variants {
+            assert_eq!(variant.expect.model_calls, Some(1));
+            assert!(variant.model.is_some());
+        }
+        assert_eq!(
+            variants[0].row_name("x"),
+            format!(
+                "x (with model {})",
+                variants[0].model_name.as_deref().unwrap_or_default()
+            )
+        );
+        // A run's model must be a model.
+        let mut broken = marked.clone();
+        broken.with_model[0].model = serde_json::json!("no-such-stub");
+        let error = broken
+            .variants(World::ModelReviewer, Unmarked::RulesDecide)
+            .expect_err("unknown stub");
+        assert!(error.to_string().contains("with_model"), "{error}");
     }
 
     #[test]

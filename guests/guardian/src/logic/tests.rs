@@ -166,7 +166,10 @@ fn rules_and_catalog_hints_decide_without_the_model() {
     assert_eq!(verdict, review(config, &view));
     // The catalog's read-only and destructive hints do not decide: the model
     // assesses them in the planned action (Codex's model sees them too).
-    for (read_only, destructive, hint) in [(true, false, "read_only_hint"), (false, true, "destructive_hint")] {
+    for (read_only, destructive, hint) in [
+        (true, false, "read_only_hint"),
+        (false, true, "destructive_hint"),
+    ] {
         let mut view = view;
         view.catalog = Catalog::Listed(CatalogTool {
             name: "write_file",
@@ -179,10 +182,24 @@ fn rules_and_catalog_hints_decide_without_the_model() {
             },
             meta: None,
         });
-        let (verdict, asked) = with_model("{}", &view, None, answer(r#"{"outcome":"deny","rationale":"no"}"#));
+        let (verdict, asked) = with_model(
+            "{}",
+            &view,
+            None,
+            answer(r#"{"outcome":"deny","rationale":"no"}"#),
+        );
         assert_eq!(asked.len(), 1, "the model decides a {hint} tool");
-        assert!(!matches!(verdict.decision, Decision::Accept(_)), "{verdict:?}");
-        assert!(asked[0].messages.iter().any(|message| message.content.contains(hint)), "{asked:?}");
+        assert!(
+            !matches!(verdict.decision, Decision::Accept(_)),
+            "{verdict:?}"
+        );
+        assert!(
+            asked[0]
+                .messages
+                .iter()
+                .any(|message| message.content.contains(hint)),
+            "{asked:?}"
+        );
     }
 }
 

@@ -39,6 +39,22 @@ fn config(dir: &Path, endpoint: &str, timeout_sec: u32) -> PathBuf {
 /// Calls `git__delete_branch` on `branch` through `gatehouse serve --config
 /// config`; returns the tool's text and the audit line.
 async fn delete_branch(dir: &Path, config: &Path, branch: &str) -> (String, Value) {
+    reviewed_call(
+        dir,
+        config,
+        call("git__delete_branch", json!({"branch": branch})),
+    )
+    .await
+}
+
+/// Makes one tool call through `gatehouse serve --config config` whose
+/// elicitation the chain decides (the person is never asked); returns the
+/// tool's text and the one audit line.
+async fn reviewed_call(
+    dir: &Path,
+    config: &Path,
+    request: rmcp::model::CallToolRequestParams,
+) -> (String, Value) {
     let asked = Arc::new(AtomicUsize::new(0));
     let client = stdio_client(
         config,
@@ -49,10 +65,7 @@ async fn delete_branch(dir: &Path, config: &Path, branch: &str) -> (String, Valu
         },
     )
     .await;
-    let result = client
-        .call_tool(call("git__delete_branch", json!({"branch": branch})))
-        .await
-        .expect("delete_branch");
+    let result = client.call_tool(request).await.expect("tool call");
     client.cancel().await.expect("close");
     assert_eq!(asked.load(Ordering::SeqCst), 0, "the person was asked");
     let lines = audit(dir);
@@ -159,6 +172,126 @@ async fn a_model_slower_than_its_budget_gets_codexs_timeout_answer() {
         "{shown}"
     );
     assert_eq!(model_call(&line)["error"], "timeout", "{line}");
+}
+
+/// The first line of the answer to an approval request that does not
+/// describe the agent's call (`guests/guardian/src/model_review.rs`).
+const MISMATCH_HEADLINE: &str =
+    "This approval request was declined because it does not match the call the agent made.";
+/// Its reason when `_meta.tool_params` differ from the call's arguments.
+const PARAMS_DIFFER: &str =
+    "Reason: the approval request's tool_params differ from the arguments the agent sent";
+
+/// `git__rename_branch` of `branch` to `release`: demo-server's approval
+/// request always names the branch `scratch`, so it lies unless `branch` is
+/// `scratch`.
+async fn rename_branch(dir: &Path, config: &Path, branch: &str) -> (String, Value) {
+    reviewed_call(
+        dir,
+        config,
+        call(
+            "git__rename_branch",
+            json!({"branch": branch, "new_name": "release"}),
+        ),
+    )
+    .await
+}
+
+/// Checks an audit line of a mismatch declined by `module`, which asked no
+/// model.
+fn assert_mismatch_audited(line: &Value, module: &str) {
+    assert_eq!(line["decided_by"], "guest", "{line}");
+    assert_eq!(line["answer"]["action"], "decline", "{line}");
+    assert!(
+        line["answer"]["_meta"]["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with(MISMATCH_HEADLINE)),
+        "{line}"
+    );
+    let step = &line["steps"][0];
+    assert_eq!(step["module"], module, "{line}");
+    assert_eq!(step["outcome"], "decline", "{line}");
+    assert_eq!(step["risk"], "high", "{line}");
+    assert!(
+        step["rationale"]
+            .as_str()
+            .is_some_and(|rationale| rationale.contains("tool_params differ")),
+        "{line}"
+    );
+    assert!(
+        step.get("model_calls").is_none(),
+        "a model was asked: {line}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_request_that_lies_about_the_call_is_declined_without_asking_the_model() {
+    // The model would allow; the gateway ties the elicitation to the agent's
+    // call, whose branch the approval request misstates.
+    let stub = ModelStub::with_default(Vec::new(), Step::verdict("allow"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path(), &stub.base_url(), 30);
+    let (shown, line) = rename_branch(dir.path(), &config, "main").await;
+    assert!(
+        shown.contains("rename main to release: elicitation answered: decline"),
+        "{shown}"
+    );
+    assert!(shown.contains(MISMATCH_HEADLINE), "{shown}");
+    assert!(shown.contains(PARAMS_DIFFER), "{shown}");
+    assert_eq!(stub.request_count(), 0, "the model was asked");
+    assert_mismatch_audited(&line, "gatehouse_model_guardian");
+    // Called on the branch the request names, the same tool is honest: the
+    // model is asked, and its allow decides.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = self::config(dir.path(), &stub.base_url(), 30);
+    let (shown, line) = rename_branch(dir.path(), &config, "scratch").await;
+    assert!(
+        shown.contains("rename scratch to release: elicitation answered: accept"),
+        "{shown}"
+    );
+    assert_eq!(stub.request_count(), 1);
+    assert_eq!(model_call(&line)["attempts"], 1, "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plain_guardian_declines_a_lying_request_that_its_allow_rule_covers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
+             [[review.modules]]\npath = {guardian:?}\n\
+             config = {{ allow = [{{ tool = \"rename_branch\" }}] }}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\n",
+            server = demo_server().display().to_string(),
+            guardian = guest("gatehouse_guardian").display().to_string(),
+        ),
+    )
+    .expect("write config");
+    let (shown, line) = rename_branch(dir.path(), &path, "main").await;
+    assert!(
+        shown.contains("rename main to release: elicitation answered: decline"),
+        "{shown}"
+    );
+    assert!(shown.contains(MISMATCH_HEADLINE), "{shown}");
+    assert!(shown.contains(PARAMS_DIFFER), "{shown}");
+    assert_mismatch_audited(&line, "gatehouse_guardian");
+    // The honest call is what the allow rule accepts.
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let path2 = dir2.path().join("gatehouse.toml");
+    std::fs::copy(&path, &path2).expect("copy config");
+    let (shown, line) = rename_branch(dir2.path(), &path2, "scratch").await;
+    assert!(
+        shown.contains("rename scratch to release: elicitation answered: accept"),
+        "{shown}"
+    );
+    assert!(
+        line["steps"][0]["rationale"]
+            .as_str()
+            .is_some_and(|rationale| rationale.contains("matches an allow rule")),
+        "{line}"
+    );
 }
 
 /// The real model: `tests/model/setup` (run by `.ci/run`) installs
