@@ -233,7 +233,7 @@ fn the_guests_deadline_still_bounds_its_running_after_the_wait() {
 }
 
 #[test]
-fn the_model_budget_ends_a_wait_and_later_calls_are_not_sent() {
+fn the_model_budget_ends_a_wait() {
     let sandbox = sandbox();
     let model = Scripted::new(Script::Hang);
     let grant = grant(model.clone()).with_timeout(Duration::from_millis(50));
@@ -329,8 +329,98 @@ fn the_related_call_reaches_the_guest_as_tied() {
 fn the_watchdog_budget_counts_the_model_budget() {
     let sandbox = sandbox();
     let probe = load(&sandbox, "test_guest_model_probe");
+    let guardian = load(&sandbox, "gatehouse_guardian");
     let deadline = probe.limits().deadline();
     let grant = grant(Scripted::new(Script::Answer("allow"))).with_timeout(Duration::from_secs(7));
-    let chain = Chain::new(vec![ChainLink::new(probe).with_model(grant)]);
-    assert_eq!(chain.deadline_sum(), deadline + Duration::from_secs(7));
+    let chain = Chain::new(vec![
+        ChainLink::new(guardian.clone()),
+        ChainLink::new(guardian),
+        ChainLink::new(probe).with_model(grant),
+    ]);
+    assert_eq!(chain.deadline_sum(), deadline * 3 + Duration::from_secs(7));
+    // Stretch by stretch, as the router waits: the two rule-based links
+    // together, then the granted one with its model budget.
+    let mut run = gatehouse_core::chain::ChainRun::new(&chain);
+    assert_eq!(run.next_asks_model(), Some(false));
+    assert_eq!(run.next_budget(), deadline * 2);
+    // A form that is no approval request: both guardians defer.
+    let params = ElicitationParams::from_wire(&json!({
+        "message": "Your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
+    }))
+    .expect("valid params");
+    let form = ReviewRequest::new(params, ReviewContext::new("github", RequestId::Number(2)));
+    assert!(run.run_stretch(&form, &Cancel::new()));
+    assert_eq!(run.steps().len(), 2);
+    assert_eq!(run.next_asks_model(), Some(true));
+    assert_eq!(run.next_budget(), deadline + Duration::from_secs(7));
+}
+
+#[test]
+fn a_guest_that_retries_forever_is_recorded_once_past_the_cap_and_ended_by_its_deadline() {
+    let sandbox = sandbox();
+    let model = Scripted::new(Script::Answer("allow"));
+    let report = load(&sandbox, "test_guest_model_probe").review_with(
+        r#"{"ask": true, "retry": true}"#,
+        &plain_request(),
+        Some(&grant(model.clone())),
+        &Cancel::new(),
+    );
+    assert!(
+        matches!(report.result, Err(ReviewFailure::Deadline(_))),
+        "{:?}",
+        report.result
+    );
+    // Eight asked, the ninth refused and recorded, the rest neither.
+    assert_eq!(
+        model.seen.lock().expect("lock").len(),
+        MAX_MODEL_CALLS_PER_REVIEW
+    );
+    assert_eq!(report.model_calls.len(), MAX_MODEL_CALLS_PER_REVIEW + 1);
+}
+
+#[test]
+fn a_guest_cannot_stretch_its_deadline_by_waiting_on_its_model() {
+    // 50 ms of its own time: it spends 40, waits 60 on the model, then has
+    // 10 left, which its next 40 ms of spinning overruns before it can ask
+    // again.
+    let limits = Limits::builder()
+        .deadline(Duration::from_millis(50))
+        .build();
+    let sandbox = sandbox_with(limits);
+    let model = Scripted::new(Script::AfterSleep(Duration::from_millis(60), "allow"));
+    let report = load(&sandbox, "test_guest_model_probe").review_with(
+        r#"{"ask": true, "retry": true, "spin_before": true}"#,
+        &plain_request(),
+        Some(&grant(model.clone())),
+        &Cancel::new(),
+    );
+    assert!(
+        matches!(report.result, Err(ReviewFailure::Deadline(_))),
+        "{:?}",
+        report.result
+    );
+    assert_eq!(report.model_calls.len(), 1, "{:?}", report.model_calls);
+}
+
+#[test]
+fn a_long_answer_is_cut_in_the_audit_with_its_sha256() {
+    let sandbox = sandbox();
+    let long: &'static str = Box::leak("x".repeat(100_000).into_boxed_str());
+    let model = Scripted::new(Script::Answer(long));
+    let report = load(&sandbox, "test_guest_model_probe").review_with(
+        r#"{"ask": true}"#,
+        &plain_request(),
+        Some(&grant(model)),
+        &Cancel::new(),
+    );
+    let call = &report.model_calls[0];
+    let answer = call.answer.as_deref().expect("answer");
+    assert!(answer.len() < 17_000, "{}", answer.len());
+    assert!(
+        answer.ends_with("[cut: 16384 of 100000 bytes kept]"),
+        "{}",
+        &answer[16_000..]
+    );
+    assert_eq!(call.answer_sha256.as_deref().map(str::len), Some(64));
 }

@@ -43,14 +43,18 @@ fn elicitation(
 
 /// A router with ONE review permit and four model permits, over
 /// [allowlist (accepts everything from `fast`, defers the rest),
-///  model-probe (asks a model that never answers until cancelled)].
+///  model-probe (asks `model`, with a 60 s budget)].
 fn router(model: Arc<Scripted>) -> (Arc<Router>, Arc<AuditLog>) {
+    router_with_budget(model, Duration::from_secs(60))
+}
+
+fn router_with_budget(model: Arc<Scripted>, budget: Duration) -> (Arc<Router>, Arc<AuditLog>) {
     let limits = Limits::builder()
         .concurrent_reviews(1)
         .model_reviews(4)
         .build();
     let sandbox = Sandbox::new(limits.clone()).expect("sandbox");
-    let grant = ModelGrant::new("slow", model).with_timeout(Duration::from_secs(60));
+    let grant = ModelGrant::new("slow", model).with_timeout(budget);
     let chain = Chain::new(vec![
         ChainLink::new(load(&sandbox, "gatehouse_allowlist"))
             .with_config(r#"{"rules": [{"server": "fast", "decision": "accept"}]}"#)
@@ -153,4 +157,75 @@ async fn waits_on_a_model_do_not_hold_the_review_pool_and_cancel_ends_them() {
         .filter(|line| line["steps"][1]["model_calls"][0]["error"] == "cancelled")
         .count();
     assert_eq!(cancelled, 3, "{lines:?}");
+}
+
+fn audit_lines(audit: &AuditLog) -> Vec<Value> {
+    audit
+        .lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_model_waits_and_each_is_answered_and_audited() {
+    let model = Scripted::new(Script::Hang);
+    let (router, audit) = router(model.clone());
+    let waiting = spawn_route(
+        &router,
+        elicitation("slow", 1, "delete_branch", CancellationToken::new()),
+    );
+    wait_until("the review waits on the model", || {
+        model.seen.lock().map(|seen| seen.len()).unwrap_or(0) == 1
+    })
+    .await;
+    router.drain(Duration::from_secs(10)).await;
+    assert!(
+        waiting.is_finished(),
+        "drain returned before the review was answered"
+    );
+    let answer = waiting.await.expect("task").expect("answered");
+    assert_eq!(answer.action, ElicitationAction::Decline);
+    assert_eq!(message(&answer), "model error: cancelled");
+    let lines = audit_lines(&audit);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["steps"][1]["model_calls"][0]["error"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stretch_the_watchdog_gives_up_on_is_cancelled_and_earlier_steps_are_audited() {
+    // A provider that ignores its deadline: only the watchdog ends the wait
+    // (50 ms deadline + 100 ms model budget + the margin).
+    let model = Scripted::new(Script::UntilCancelled);
+    let (router, audit) = router_with_budget(model.clone(), Duration::from_millis(100));
+    let answer = router
+        .route(elicitation(
+            "slow",
+            1,
+            "delete_branch",
+            CancellationToken::new(),
+        ))
+        .await
+        .expect("answered");
+    assert_eq!(answer.action, ElicitationAction::Decline);
+    let lines = audit_lines(&audit);
+    assert_eq!(lines.len(), 1);
+    let steps = lines[0]["steps"].as_array().expect("steps");
+    // The allowlist's deferral, then the router's failure for the model stretch.
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!(steps[0]["outcome"], "defer", "{steps:?}");
+    assert_eq!(steps[1]["module"], "gatehouse:router", "{steps:?}");
+    assert_eq!(steps[1]["failure"], "deadline", "{steps:?}");
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.starts_with("module 2 did not finish (deadline)")),
+        "{}",
+        lines[0]
+    );
+    // The abandoned thread was told to stop asking.
+    wait_until("the model saw the cancel", || {
+        model.saw_cancel.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
 }

@@ -12,8 +12,8 @@ use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 
 pub mod load;
 pub mod model_stub;
-pub mod scripted_model;
 pub mod raw_http;
+pub mod scripted_model;
 mod table_bomb;
 pub use table_bomb::table_bomb_component;
 mod tool_result;

@@ -15,6 +15,9 @@ pub enum Script {
     AfterSleep(Duration, &'static str),
     /// Waits for the deadline or the cancel token, as a real provider must.
     Hang,
+    /// Waits for the cancel token only, ignoring the deadline: a provider
+    /// that misbehaves, for the watchdog.
+    UntilCancelled,
 }
 
 /// A [`Model`] that follows a script and keeps the requests it saw.
@@ -22,6 +25,8 @@ pub struct Scripted {
     script: Script,
     /// The requests it was asked, in order.
     pub seen: Mutex<Vec<CompletionRequest>>,
+    /// Set when an [`Script::UntilCancelled`] wait saw its cancel token.
+    pub saw_cancel: std::sync::atomic::AtomicBool,
 }
 
 impl Scripted {
@@ -30,6 +35,7 @@ impl Scripted {
         Arc::new(Scripted {
             script,
             seen: Mutex::new(Vec::new()),
+            saw_cancel: std::sync::atomic::AtomicBool::new(false),
         })
     }
 }
@@ -48,6 +54,14 @@ impl Model for Scripted {
                 std::thread::sleep(pause);
                 ModelReply::answered(Completion::text("scripted-1", text))
             }
+            Script::UntilCancelled => loop {
+                if cancel.is_cancelled() {
+                    self.saw_cancel
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    return ModelReply::failed(ModelError::Cancelled, 1);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            },
             Script::Hang => loop {
                 if cancel.is_cancelled() {
                     return ModelReply::failed(ModelError::Cancelled, 1);

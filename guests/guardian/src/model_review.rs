@@ -670,24 +670,20 @@ pub fn decide(result: Result<Completion, ModelError>, denial_instructions: &str)
     }
 }
 
+/// What the agent is told of a model failure: its kind only. The provider's
+/// own text (which can name accounts, quotas or key prefixes) stays out of
+/// the answer sent to the server; the host's audit records the error code.
 fn model_error_detail(error: &ModelError) -> String {
-    let detail = |what: &str, message: &str| {
-        let message = message.trim();
-        if message.is_empty() {
-            what.to_owned()
-        } else {
-            format!("{what}: {}", truncate(message, ERROR_DETAIL_CAP))
-        }
-    };
     match error {
-        ModelError::NotConfigured => "no model is configured for this reviewer".to_owned(),
-        ModelError::RateLimited(message) => detail("the model provider is rate limiting", message),
-        ModelError::Transient(message) => detail("the model could not be reached", message),
-        ModelError::Rejected(message) => detail("the model provider refused the request", message),
+        ModelError::NotConfigured => "no model is configured for this reviewer",
+        ModelError::RateLimited(_) => "the model provider is rate limiting",
+        ModelError::Transient(_) => "the model could not be reached",
+        ModelError::Rejected(_) => "the model provider refused the request",
         // Handled by `decide`; kept total for safety.
-        ModelError::Timeout => "the model review did not finish before its deadline".to_owned(),
-        ModelError::Cancelled => "the model review was cancelled".to_owned(),
+        ModelError::Timeout => "the model review did not finish before its deadline",
+        ModelError::Cancelled => "the model review was cancelled",
     }
+    .to_owned()
 }
 
 fn verdict_on(assessment: Assessment, denial_instructions: &str) -> Verdict {
@@ -752,7 +748,9 @@ fn read_answer(text: &str) -> Result<Answer, ParseError> {
 /// it does (or there is nothing to compare), else a finding for the audit and
 /// the agent ([`mismatch_verdict`]).
 ///
-/// - Only a [`CallKind::ToolCall`] related call is compared.
+/// - A related call that is not a [`CallKind::ToolCall`] (a resource read, a
+///   prompt get) is itself a finding: a tool-call approval describes no call
+///   the agent made.
 /// - `meta_tool_name` is the raw `_meta.tool_name` (untrimmed): it must equal
 ///   the server-side tool name exactly. Absent: nothing claimed, no finding.
 /// - `meta_tool_params`, when present, must be JSON-equal to the call's
@@ -766,7 +764,16 @@ pub fn call_mismatch(
     related: &RelatedCall<'_>,
 ) -> Option<String> {
     if related.kind != CallKind::ToolCall {
-        return None;
+        // A tool-call approval asked while the agent reads a resource or
+        // gets a prompt describes no call the agent made.
+        let kind = match related.kind {
+            CallKind::ResourceRead => "a resource read",
+            _ => "a prompt get",
+        };
+        return Some(format!(
+            "the approval request is for a tool call, but the agent's request is {kind} of {:?}",
+            truncate(related.name, NAME_CAP)
+        ));
     }
     if let Some(claimed) = meta_tool_name
         && claimed != related.name
@@ -794,7 +801,16 @@ pub fn call_mismatch(
 /// `tool_name` is not a string, is a finding.
 pub fn call_mismatch_in_meta(meta: Option<&str>, related: &RelatedCall<'_>) -> Option<String> {
     if related.kind != CallKind::ToolCall {
-        return None;
+        // A tool-call approval asked while the agent reads a resource or
+        // gets a prompt describes no call the agent made.
+        let kind = match related.kind {
+            CallKind::ResourceRead => "a resource read",
+            _ => "a prompt get",
+        };
+        return Some(format!(
+            "the approval request is for a tool call, but the agent's request is {kind} of {:?}",
+            truncate(related.name, NAME_CAP)
+        ));
     }
     let meta = match meta
         .map(serde_json::from_str::<Map<String, Value>>)

@@ -243,8 +243,8 @@ impl Chain {
     }
 
     /// The longest [`Chain::review`] can take when every module runs to its
-    /// deadline: their deadlines added up, with each granted model's budget.
-    /// The router waits no longer than this plus a margin.
+    /// deadline: their deadlines added up, with each granted model's budget
+    /// (what [`ChainRun::next_budget`] gives stretch by stretch).
     pub fn deadline_sum(&self) -> std::time::Duration {
         self.links
             .iter()
@@ -319,6 +319,11 @@ impl<C: std::borrow::Borrow<Chain>> ChainRun<C> {
             .position(|link| link.model.is_some())
             .map_or(links.len(), |offset| start + offset);
         Some(start..end)
+    }
+
+    /// The reports of the modules that ran so far, in order.
+    pub fn steps(&self) -> &[ModuleReport] {
+        &self.steps
     }
 
     /// Whether the next stretch is one module granted a model; `None` when

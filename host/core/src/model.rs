@@ -403,9 +403,13 @@ pub struct ModelCallRecord {
     pub attempts: u32,
     /// Wall time of the call, microseconds.
     pub latency_us: u64,
-    /// The raw answer (the assessment), when there is one.
+    /// The raw answer (the assessment), when there is one; cut to 16 KiB
+    /// and marked when longer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// sha256 of the whole answer, when it was cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_sha256: Option<String>,
     /// The error code ([`ModelError::code`]), when the call failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

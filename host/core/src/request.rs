@@ -75,12 +75,14 @@ impl ReviewRequest {
         &self.context
     }
 
-    /// The contract form passed to guests (the wire types are crate-private:
-    /// see [`crate::contract`]).
+    /// The related call, shared with each review's store (the `call`
+    /// import answers from it).
     pub(crate) fn related_call(&self) -> Option<&std::sync::Arc<crate::context::RelatedCall>> {
         self.related_call.as_ref()
     }
 
+    /// The contract form passed to guests (the wire types are crate-private:
+    /// see [`crate::contract`]).
     pub(crate) fn wire(&self) -> &wit::ReviewRequest {
         &self.wire
     }

@@ -454,15 +454,17 @@ fn a_matching_related_call_changes_nothing_for_the_rules() {
             "{config}"
         );
     }
-    // Only a tool call is compared: a resource read behind the elicitation
-    // neither matches nor contradicts it.
+    // A tool-call approval asked during a resource read describes no call
+    // the agent made: declined, whatever the rules say.
     let read = RelatedCall {
         kind: CallKind::ResourceRead,
         ..tool_call("file:///x", None)
     };
-    assert_eq!(
-        review_with_call(r#"{"default":"allow"}"#, &view, Some(&read)),
-        review(r#"{"default":"allow"}"#, &view)
+    let verdict = review_with_call(r#"{"default":"allow"}"#, &view, Some(&read));
+    assert!(
+        matches!(&verdict.decision, Decision::Decline(Some(message))
+            if message.contains("the agent's request is a resource read of")),
+        "{verdict:?}"
     );
 }
 
@@ -536,19 +538,17 @@ fn without_a_related_call_the_planned_action_has_tool_params() {
         answer(r#"{"outcome":"allow"}"#),
     );
     assert_eq!(planned_action(&asked[0])["arguments"], json!({}));
-    // A related resource read does not supply arguments.
+    // A related resource read is a mismatch: the model is not asked.
     let meta = approval(r#""tool_name":"write_file","tool_params":{"path":"a"}"#);
     let read = RelatedCall {
         kind: CallKind::ResourceRead,
         ..tool_call("file:///x", Some(r#"{"uri":"file:///x"}"#))
     };
-    let (_, asked) = with_model(
-        "{}",
-        &input(Some(&meta)),
-        Some(&read),
-        answer(r#"{"outcome":"allow"}"#),
+    let verdict = review_with_model("{}", &input(Some(&meta)), Some(&read), unasked);
+    assert!(
+        matches!(verdict.decision, Decision::Decline(_)),
+        "{verdict:?}"
     );
-    assert_eq!(planned_action(&asked[0])["arguments"], json!({"path": "a"}));
 }
 
 #[test]

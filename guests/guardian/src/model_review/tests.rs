@@ -659,11 +659,12 @@ fn every_other_failure_declines_at_high_risk_with_codexs_review_failed_reason() 
         ),
         (
             Err(ModelError::RateLimited("429 Too Many Requests".to_owned())),
-            "the model provider is rate limiting: 429 Too Many Requests",
+            "the model provider is rate limiting",
         ),
         (
             Err(ModelError::Transient("connection reset".to_owned())),
-            "the model could not be reached: connection reset",
+            // The provider's own text never reaches the agent.
+            "the model could not be reached",
         ),
         (
             Err(ModelError::Transient("  ".to_owned())),
@@ -671,7 +672,7 @@ fn every_other_failure_declines_at_high_risk_with_codexs_review_failed_reason() 
         ),
         (
             Err(ModelError::Rejected("context length exceeded".to_owned())),
-            "the model provider refused the request: context length exceeded",
+            "the model provider refused the request",
         ),
         (
             completion("I cannot decide."),
@@ -717,16 +718,12 @@ fn a_filtered_answer_fails_even_if_it_allows() {
 
 #[test]
 fn long_provider_errors_and_rationales_are_capped() {
+    // The provider's text is not repeated to the agent at all.
     let verdict = decide(
         Err(ModelError::Transient("e".repeat(ERROR_DETAIL_CAP + 100))),
         INSTRUCTIONS,
     );
-    assert!(
-        verdict
-            .rationale
-            .unwrap()
-            .contains("...[truncated 100 characters]...")
-    );
+    assert!(!verdict.rationale.unwrap().contains("eee"));
     let rationale = "r".repeat(RATIONALE_CAP + 5);
     let verdict = decide(
         completion(&json!({"outcome": "deny", "rationale": rationale}).to_string()),
@@ -827,20 +824,19 @@ fn absent_empty_and_null_arguments_agree() {
 }
 
 #[test]
-fn only_tool_calls_are_compared() {
-    for kind in [CallKind::ResourceRead, CallKind::PromptGet] {
+fn a_tool_call_approval_during_another_kind_of_request_is_a_mismatch() {
+    for (kind, said) in [
+        (CallKind::ResourceRead, "a resource read"),
+        (CallKind::PromptGet, "a prompt get"),
+    ] {
         let call = RelatedCall {
             kind,
             ..tool_call("file:///notes.md", None)
         };
-        assert_eq!(
-            call_mismatch(Some("delete_file"), Some(&json!({"x": 1})), &call),
-            None
-        );
-        assert_eq!(
-            call_mismatch_in_meta(Some(r#"{"tool_name":"delete_file"}"#), &call),
-            None
-        );
+        let finding =
+            call_mismatch(Some("delete_file"), Some(&json!({"x": 1})), &call).expect("a finding");
+        assert!(finding.contains(said), "{finding}");
+        assert!(call_mismatch_in_meta(Some(r#"{"tool_name":"delete_file"}"#), &call).is_some());
     }
 }
 

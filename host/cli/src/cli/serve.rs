@@ -69,14 +69,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         config.elicitations.audit_sync,
     )?);
     let upstream = Arc::new(Upstream::new(config.gateway.max_pending_per_session));
-    let router = Arc::new(Router::new(
-        Chain::default(),
-        config.elicitations.clone(),
-        audit.clone(),
-        upstream.clone(),
-        limits.concurrent_reviews() as usize,
-    )
-    .with_model_reviews(limits.model_reviews() as usize));
+    let router = Arc::new(
+        Router::new(
+            Chain::default(),
+            config.elicitations.clone(),
+            audit.clone(),
+            upstream.clone(),
+            limits.concurrent_reviews() as usize,
+        )
+        .with_model_reviews(limits.model_reviews() as usize),
+    );
     let kit = if config.review.verify_contract {
         Some(Kit::new(limits.clone())?)
     } else {

@@ -3,7 +3,7 @@
 //! those imports answer from, set by the chain for that module and request.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::context::{CallKind, RelatedCall};
 use crate::contract::{call, model as wit};
@@ -15,9 +15,14 @@ use crate::model::{
 use super::state::ReviewState;
 
 /// The most model calls one review may make; past it, `complete` answers
-/// `rejected` without asking. Keeps a looping guest from filling the audit
-/// line (the model budget already bounds its time).
+/// `rejected` without asking. The first refused call is recorded, later ones
+/// are not (a guest that retries on every error cannot fill the audit line);
+/// its own deadline ends such a loop.
 pub const MAX_MODEL_CALLS_PER_REVIEW: usize = 8;
+
+/// The most bytes of a model's answer the audit line keeps; a longer answer
+/// is cut at a character boundary and marked, with its full sha256 beside it.
+pub const MAX_AUDITED_ANSWER_BYTES: usize = 16 << 10;
 
 /// What one review's `call` and `model` imports answer from.
 #[derive(Default)]
@@ -41,9 +46,15 @@ pub(crate) struct ModelSession {
 impl ModelSession {
     /// A session whose budget starts now.
     pub(crate) fn new(grant: &ModelGrant, cancel: &Cancel) -> Self {
+        let now = Instant::now();
+        // A budget too long to represent is as good as none.
+        let far = Duration::from_secs(365 * 24 * 3600);
         ModelSession {
             grant: grant.clone(),
-            deadline: Instant::now() + grant.timeout(),
+            deadline: now
+                .checked_add(grant.timeout())
+                .or_else(|| now.checked_add(far))
+                .unwrap_or(now),
             cancel: cancel.clone(),
             calls: Vec::new(),
         }
@@ -76,6 +87,15 @@ impl wit::Host for ReviewState {
         let Some(session) = self.granted.model.as_mut() else {
             return Err(wit::ModelError::NotConfigured);
         };
+        if session.calls.len() > MAX_MODEL_CALLS_PER_REVIEW {
+            // Refused, and already recorded as refused once.
+            return Err(wit::ModelError::Rejected(too_many_calls()));
+        }
+        // A guest past its own deadline asks nothing: the deadline thread
+        // interrupts it at its next check.
+        if self.deadline.passed() {
+            return Err(wit::ModelError::Timeout);
+        }
         let request = CompletionRequest {
             messages: request
                 .messages
@@ -94,13 +114,8 @@ impl wit::Host for ReviewState {
         };
         let prompt = request.prompt_json();
         let started = Instant::now();
-        let reply = if session.calls.len() >= MAX_MODEL_CALLS_PER_REVIEW {
-            ModelReply::failed(
-                ModelError::Rejected(format!(
-                    "a review may ask its model at most {MAX_MODEL_CALLS_PER_REVIEW} times"
-                )),
-                0,
-            )
+        let reply = if session.calls.len() == MAX_MODEL_CALLS_PER_REVIEW {
+            ModelReply::failed(ModelError::Rejected(too_many_calls()), 0)
         } else if session.cancel.is_cancelled() {
             ModelReply::failed(ModelError::Cancelled, 0)
         } else if started >= session.deadline {
@@ -127,6 +142,28 @@ impl wit::Host for ReviewState {
     }
 }
 
+fn too_many_calls() -> String {
+    format!("a review may ask its model at most {MAX_MODEL_CALLS_PER_REVIEW} times")
+}
+
+/// `answer`, cut to [`MAX_AUDITED_ANSWER_BYTES`] at a character boundary and
+/// marked when longer.
+fn audited_answer(answer: &str) -> String {
+    if answer.len() <= MAX_AUDITED_ANSWER_BYTES {
+        return answer.to_owned();
+    }
+    let mut end = MAX_AUDITED_ANSWER_BYTES;
+    while !answer.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}...[cut: {} of {} bytes kept]",
+        &answer[..end],
+        end,
+        answer.len()
+    )
+}
+
 fn record(
     session: &ModelSession,
     prompt: &str,
@@ -138,7 +175,7 @@ fn record(
             completion.model.clone(),
             completion.input_tokens,
             completion.output_tokens,
-            Some(completion.text.clone()),
+            Some(audited_answer(&completion.text)),
             None,
         ),
         Err(error) => (
@@ -158,6 +195,12 @@ fn record(
         output_tokens,
         attempts: reply.attempts,
         latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+        answer_sha256: reply
+            .result
+            .as_ref()
+            .ok()
+            .filter(|completion| completion.text.len() > MAX_AUDITED_ANSWER_BYTES)
+            .map(|completion| super::sha256_hex(completion.text.as_bytes())),
         answer,
         error,
     }

@@ -163,11 +163,10 @@ impl LimitsBuilder {
         self.0.concurrent_reviews = reviews.max(1);
         self
     }
-    /// How many reviews waiting on a model may be in flight beyond
-    /// `concurrent_reviews` (0: none may ask a model concurrently with
-    /// a full pool).
+    /// How many reviews of modules granted a model may be in flight beyond
+    /// `concurrent_reviews` (at least 1).
     pub fn model_reviews(mut self, reviews: u32) -> Self {
-        self.0.model_reviews = reviews;
+        self.0.model_reviews = reviews.max(1);
         self
     }
     /// The interval between interruptions of an overdue review (at least

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-pub use capabilities::MAX_MODEL_CALLS_PER_REVIEW;
+pub use capabilities::{MAX_AUDITED_ANSWER_BYTES, MAX_MODEL_CALLS_PER_REVIEW};
 pub use limits::{Limits, LimitsBuilder};
 pub use load::LoadError;
 pub(crate) use load::sha256_hex;

@@ -10,9 +10,13 @@
 //! later while a review is overdue. A sandbox reviewing quickly is woken a few
 //! times a deadline, not at every tick: each wake-up costs whichever review is
 //! running on that CPU.
+//!
+//! A review waiting on its model is paused: out of the registry, its clock
+//! stopped. Resuming puts it back with the time it had used, so its deadline
+//! may be earlier than the thread's next wake-up: resuming wakes the thread
+//! to look again.
 
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,12 +26,16 @@ use wasmtime::Engine;
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
     slots: Mutex<Slots>,
+    /// Wakes the deadline thread: a resumed review, or the end.
+    changed: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct Slots {
     starts: Vec<Option<Instant>>,
     free: Vec<usize>,
+    /// Set when the ticker is dropped: the thread ends.
+    stopped: bool,
 }
 
 impl InFlight {
@@ -56,11 +64,12 @@ impl InFlight {
     }
 
     /// When the review in flight longest started, if any is.
+    #[cfg(test)]
     fn oldest(&self) -> Option<Instant> {
-        self.lock().starts.iter().flatten().min().copied()
+        oldest(&self.lock())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+    fn lock(&self) -> MutexGuard<'_, Slots> {
         // The slots are consistent between statements; a panic elsewhere
         // does not make them wrong.
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
@@ -103,6 +112,8 @@ impl Deadline {
         let now = Instant::now();
         self.started = now.checked_sub(used).unwrap_or(now);
         self.in_flight.lock().starts[self.slot] = Some(self.started);
+        // Its deadline may come before the thread's next look.
+        self.in_flight.changed.notify_all();
     }
 
     pub(crate) fn restart(&mut self) {
@@ -120,27 +131,33 @@ impl Drop for Deadline {
 }
 
 /// The thread that advances the epoch; stops and joins it when dropped.
+fn oldest(slots: &Slots) -> Option<Instant> {
+    slots.starts.iter().flatten().min().copied()
+}
+
 pub(crate) struct EpochTicker {
-    stop: Option<Sender<()>>,
+    in_flight: Arc<InFlight>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
-    /// Watches `in_flight` for reviews older than `deadline`; `tick` is the
-    /// interval between interruptions while one is overdue.
     pub(crate) fn start(
         engine: Engine,
         in_flight: Arc<InFlight>,
         deadline: Duration,
         tick: Duration,
     ) -> std::io::Result<EpochTicker> {
-        let (stop, stopped) = mpsc::channel::<()>();
+        let shared = in_flight.clone();
         let thread = std::thread::Builder::new()
             .name("gatehouse-epoch".to_owned())
             .spawn(move || {
+                let mut slots = shared.lock();
                 loop {
+                    if slots.stopped {
+                        return;
+                    }
                     let now = Instant::now();
-                    let wake = match in_flight.oldest() {
+                    let wake = match oldest(&slots) {
                         Some(started) if now.duration_since(started) >= deadline => {
                             engine.increment_epoch();
                             now + tick
@@ -148,14 +165,15 @@ impl EpochTicker {
                         Some(started) => started + deadline,
                         None => now + deadline,
                     };
-                    match stopped.recv_timeout(wake.saturating_duration_since(now)) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-                    }
+                    slots = shared
+                        .changed
+                        .wait_timeout(slots, wake.saturating_duration_since(now))
+                        .map(|(slots, _)| slots)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner().0);
                 }
             })?;
         Ok(EpochTicker {
-            stop: Some(stop),
+            in_flight,
             thread: Some(thread),
         })
     }
@@ -163,7 +181,8 @@ impl EpochTicker {
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        drop(self.stop.take());
+        self.in_flight.lock().stopped = true;
+        self.in_flight.changed.notify_all();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -110,6 +110,9 @@ pub struct Router {
     arrivals: Pending,
     in_flight: AtomicUsize,
     per_server: Mutex<HashMap<String, usize>>,
+    /// Cancelled by [`Router::drain`]: reviews waiting on a model stop
+    /// waiting, so they are answered and audited before shutdown.
+    shutdown: CancellationToken,
 }
 
 /// Counts one of a server's elicitations in flight while alive.
@@ -173,6 +176,7 @@ impl Router {
             arrivals: Pending::default(),
             in_flight: AtomicUsize::new(0),
             per_server: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
         }
     }
 
@@ -235,10 +239,11 @@ impl Router {
         self.in_flight.load(Ordering::SeqCst)
     }
 
-    /// Cancels everything waiting for the person and waits (up to `grace`)
-    /// until every elicitation in flight is answered and audited.
+    /// Cancels everything waiting for the person or a model and waits (up to
+    /// `grace`) until every elicitation in flight is answered and audited.
     pub async fn drain(&self, grace: Duration) {
         self.pending.cancel_all(None);
+        self.shutdown.cancel();
         let deadline = Instant::now() + grace;
         while self.in_flight() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -439,9 +444,11 @@ impl Router {
     /// Runs the chain a stretch at a time (`ChainRun`): rule-based modules
     /// under a permit of the review pool, a module granted a model under a
     /// permit of the model pool, each stretch on a blocking thread under its
-    /// watchdog. The server's cancellation of the elicitation cancels a wait
-    /// on a model (the module sees `cancelled`); the chain still ends and is
-    /// audited.
+    /// watchdog. The server's cancellation of the elicitation, or shutdown,
+    /// cancels a wait on a model (the module sees `cancelled`); the chain
+    /// still ends and is audited. A stretch the watchdog gives up on is
+    /// cancelled too, so its thread stops asking the model, and the steps
+    /// before it stay in the report.
     async fn run_chain(
         &self,
         request: &ReviewRequest,
@@ -452,7 +459,10 @@ impl Router {
         let cancel = Cancel::new();
         let mut run = ChainRun::new(self.chain.load_full());
         let on_cancel = async {
-            cancelled.cancelled().await;
+            tokio::select! {
+                () = cancelled.cancelled() => {}
+                () = self.shutdown.cancelled() => {}
+            }
             cancel.cancel();
             std::future::pending::<std::convert::Infallible>().await
         };
@@ -470,6 +480,9 @@ impl Router {
                 never = &mut on_cancel => match never {},
             };
             let budget = run.next_budget().saturating_add(WATCHDOG_MARGIN);
+            // Kept in case the watchdog gives up on this stretch (the run
+            // goes to the blocking thread): empty for the first stretch.
+            let finished = run.steps().to_vec();
             let stretch = {
                 let request = request.clone();
                 let cancel = cancel.clone();
@@ -485,7 +498,16 @@ impl Router {
             };
             run = match ran {
                 Ok(run) => run,
-                Err(failure) => return failed_chain(failure),
+                Err(failure) => {
+                    cancel.cancel();
+                    return ChainReport {
+                        verdict: Verdict::Failed {
+                            step: finished.len(),
+                            failure,
+                        },
+                        steps: finished,
+                    };
+                }
             };
         }
         run.finish()
@@ -539,14 +561,6 @@ async fn watched<T: Send + 'static>(
     }
 }
 
-/// The report of a chain the watchdog gave up on: no step finished.
-fn failed_chain(failure: ReviewFailure) -> ChainReport {
-    ChainReport {
-        steps: Vec::new(),
-        verdict: Verdict::Failed { step: 0, failure },
-    }
-}
-
 /// A request id as a registry key: `7` and `"7"` stay apart.
 fn request_id_text(id: &rmcp::model::RequestId) -> String {
     serde_json::to_string(id).unwrap_or_default()
@@ -574,6 +588,14 @@ impl ElicitationHandler for Arc<Router> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The report of a chain the watchdog gave up on: no step finished.
+    fn failed_chain(failure: ReviewFailure) -> ChainReport {
+        ChainReport {
+            steps: Vec::new(),
+            verdict: Verdict::Failed { step: 0, failure },
+        }
+    }
 
     #[tokio::test]
     async fn a_chain_that_never_returns_is_failed_closed_by_the_watchdog() {

@@ -299,8 +299,9 @@ pub(super) fn unhandled(on_unhandled: Unhandled, reason: String, steps: Vec<Audi
 /// router failed it before any module finished (the watchdog, a crashed
 /// task), one step for the router with the failure's code.
 pub(super) fn audit_steps(report: &ChainReport) -> Vec<AuditStep> {
-    match (&report.verdict, report.steps.is_empty()) {
-        (Verdict::Failed { failure, .. }, true) => vec![AuditStep {
+    let mut steps: Vec<AuditStep> = report.steps.iter().map(AuditStep::from).collect();
+    if let Some(failure) = router_failure(report) {
+        steps.push(AuditStep {
             module: ROUTER_STEP.to_owned(),
             sha256: String::new(),
             outcome: "failure".to_owned(),
@@ -309,22 +310,34 @@ pub(super) fn audit_steps(report: &ChainReport) -> Vec<AuditStep> {
             risk: None,
             latency_us: 0,
             model_calls: Vec::new(),
-        }],
-        _ => report.steps.iter().map(AuditStep::from).collect(),
+        });
+    }
+    steps
+}
+
+/// The router's own failure (the watchdog, a crashed task): a failed verdict
+/// past the last step that finished.
+fn router_failure(report: &ChainReport) -> Option<&gatehouse_core::failure::ReviewFailure> {
+    match &report.verdict {
+        Verdict::Failed { step, failure } if *step >= report.steps.len() => Some(failure),
+        _ => None,
     }
 }
 
 /// The audit reason for a chain that failed: a module's failure, or the
-/// router's own when no module finished (the watchdog, a crashed task).
+/// router's own when a module did not finish (the watchdog, a crashed task).
 pub(super) fn failure_reason(report: &ChainReport) -> String {
-    match (&report.verdict, report.steps.is_empty()) {
-        (Verdict::Failed { failure, .. }, true) => {
-            format!(
-                "no module finished ({}): {failure}; failed closed",
-                failure.code()
-            )
-        }
-        _ => "a module failed; failed closed".to_owned(),
+    match router_failure(report) {
+        Some(failure) if report.steps.is_empty() => format!(
+            "no module finished ({}): {failure}; failed closed",
+            failure.code()
+        ),
+        Some(failure) => format!(
+            "module {} did not finish ({}): {failure}; failed closed",
+            report.steps.len() + 1,
+            failure.code()
+        ),
+        None => "a module failed; failed closed".to_owned(),
     }
 }
 

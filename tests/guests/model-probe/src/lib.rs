@@ -10,6 +10,9 @@
 //!   `model said: TEXT`, an error declines with `model error: CODE`;
 //! - `"spin_after"`: after its model answers, spins forever (the module's
 //!   deadline must still end it);
+//! - `"retry"`: asks again and again whatever the answer, never returning
+//!   (with `"spin_before"`, after 40 ms of spinning before each call): only
+//!   the host's limits end it;
 //! - without `"ask"`: declines with the related call as its message.
 #![cfg(target_arch = "wasm32")]
 
@@ -88,6 +91,18 @@ impl exports::gatehouse::reviewer::review::Guest for Guest {
             }),
             max_output_tokens: Some(64),
         };
+        if config.contains("\"retry\"") {
+            let spin = config.contains("\"spin_before\"");
+            loop {
+                if spin {
+                    let until = std::time::Instant::now() + std::time::Duration::from_millis(40);
+                    while std::time::Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                }
+                let _ = std::hint::black_box(model::complete(&ask));
+            }
+        }
         let mut answer = model::complete(&ask);
         if config.contains("\"loop\"") {
             while answer.is_ok() {
