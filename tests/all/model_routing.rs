@@ -12,6 +12,7 @@ use gatehouse_core::sandbox::{Limits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
 use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
 use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
+use gatehouse_tests::audit_lines;
 use gatehouse_tests::load;
 use gatehouse_tests::scripted_model::{Script, Scripted};
 use rmcp::model::{ElicitResult, ElicitationAction, ErrorData};
@@ -157,14 +158,6 @@ async fn waits_on_a_model_do_not_hold_the_review_pool_and_cancel_ends_them() {
         .filter(|line| line["steps"][1]["model_calls"][0]["error"] == "cancelled")
         .count();
     assert_eq!(cancelled, 3, "{lines:?}");
-}
-
-fn audit_lines(audit: &AuditLog) -> Vec<Value> {
-    audit
-        .lines()
-        .iter()
-        .map(|line| serde_json::from_str(line).expect("JSON line"))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

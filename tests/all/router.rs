@@ -13,6 +13,7 @@ use gatehouse_mcp::handler::IncomingElicitation;
 use gatehouse_mcp::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
+use gatehouse_tests::audit_lines;
 use gatehouse_tests::result_text as text;
 use gatehouse_tests::{demo_server, load, sandbox};
 use rmcp::model::{ElicitResult, ErrorData};
@@ -72,14 +73,6 @@ async fn call(setup: &Setup, tool: &str, arguments: Value) -> String {
         .await
         .expect("tool call");
     text(&result)
-}
-
-fn audit_lines(audit: &AuditLog) -> Vec<Value> {
-    audit
-        .lines()
-        .iter()
-        .map(|line| serde_json::from_str(line).expect("JSON line"))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
 use gatehouse_mcp::router::{ElicitationSettings, Router};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
+use gatehouse_tests::audit_lines;
 use gatehouse_tests::result_text as text;
 use gatehouse_tests::{demo_server, load, sandbox};
 use rmcp::model::{
@@ -152,14 +153,6 @@ fn echo_hi() -> CallToolRequestParams {
             .cloned()
             .unwrap_or_default(),
     )
-}
-
-fn audit_lines(audit: &AuditLog) -> Vec<Value> {
-    audit
-        .lines()
-        .iter()
-        .map(|line| serde_json::from_str(line).expect("JSON line"))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -146,3 +146,12 @@ impl Drop for HttpServer {
         let _ = self.child.wait();
     }
 }
+
+/// The records of an in-memory audit log, parsed.
+pub fn audit_lines(audit: &gatehouse_mcp::audit::AuditLog) -> Vec<serde_json::Value> {
+    audit
+        .lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("an audit record is one JSON line"))
+        .collect()
+}

@@ -763,17 +763,8 @@ pub fn call_mismatch(
     meta_tool_params: Option<&Value>,
     related: &RelatedCall<'_>,
 ) -> Option<String> {
-    if related.kind != CallKind::ToolCall {
-        // A tool-call approval asked while the agent reads a resource or
-        // gets a prompt describes no call the agent made.
-        let kind = match related.kind {
-            CallKind::ResourceRead => "a resource read",
-            _ => "a prompt get",
-        };
-        return Some(format!(
-            "the approval request is for a tool call, but the agent's request is {kind} of {:?}",
-            truncate(related.name, NAME_CAP)
-        ));
+    if let Some(finding) = not_a_tool_call(related) {
+        return Some(finding);
     }
     if let Some(claimed) = meta_tool_name
         && claimed != related.name
@@ -796,21 +787,27 @@ pub fn call_mismatch(
     })
 }
 
+/// The finding for a related call that is no tool call: a tool-call approval
+/// asked while the agent reads a resource or gets a prompt describes no call
+/// the agent made.
+fn not_a_tool_call(related: &RelatedCall<'_>) -> Option<String> {
+    let kind = match related.kind {
+        CallKind::ToolCall => return None,
+        CallKind::ResourceRead => "a resource read",
+        CallKind::PromptGet => "a prompt get",
+    };
+    Some(format!(
+        "the approval request is for a tool call, but the agent's request is {kind} of {:?}",
+        truncate(related.name, NAME_CAP)
+    ))
+}
+
 /// [`call_mismatch`] reading the raw `tool_name` and `tool_params` from the
 /// elicitation's `_meta` text. A `_meta` that is not a JSON object, or whose
 /// `tool_name` is not a string, is a finding.
 pub fn call_mismatch_in_meta(meta: Option<&str>, related: &RelatedCall<'_>) -> Option<String> {
-    if related.kind != CallKind::ToolCall {
-        // A tool-call approval asked while the agent reads a resource or
-        // gets a prompt describes no call the agent made.
-        let kind = match related.kind {
-            CallKind::ResourceRead => "a resource read",
-            _ => "a prompt get",
-        };
-        return Some(format!(
-            "the approval request is for a tool call, but the agent's request is {kind} of {:?}",
-            truncate(related.name, NAME_CAP)
-        ));
+    if let Some(finding) = not_a_tool_call(related) {
+        return Some(finding);
     }
     let meta = match meta
         .map(serde_json::from_str::<Map<String, Value>>)
