@@ -117,3 +117,32 @@ fn inspect_names_version_and_world() {
         "gatehouse:reviewer@0.2.0 (also runs 0.1.0)"
     );
 }
+
+#[test]
+fn a_module_mixing_contract_versions_is_refused_by_name() {
+    // Exports review@0.1.0, imports call@0.2.0 (and the 0.2.0 types it uses).
+    let sandbox = sandbox();
+    let path = guest("test_guest_mixed_versions");
+    let error = sandbox
+        .load_file(&path, None)
+        .expect_err("mixed versions must not load");
+    match &error {
+        gatehouse_core::sandbox::LoadError::MixedVersions {
+            version, import, ..
+        } => {
+            assert_eq!(version, "0.1.0");
+            assert!(import.starts_with("gatehouse:reviewer/"), "{import}");
+            assert!(import.ends_with("@0.2.0"), "{import}");
+        }
+        other => panic!("expected mixed versions, got {other:?}"),
+    }
+    let message = error.to_string();
+    assert!(
+        message.contains("test_guest_mixed_versions.wasm"),
+        "{message}"
+    );
+    assert!(
+        message.contains("must be of one contract version"),
+        "{message}"
+    );
+}
