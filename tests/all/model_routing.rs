@@ -222,3 +222,30 @@ async fn a_stretch_the_watchdog_gives_up_on_is_cancelled_and_earlier_steps_are_a
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_with_the_same_id_ends_the_first_ones_model_wait() {
+    let model = Scripted::new(Script::Hang);
+    let (router, audit) = router(model.clone());
+    let first = spawn_route(
+        &router,
+        elicitation("slow", 5, "delete_branch", CancellationToken::new()),
+    );
+    wait_until("the first review waits on the model", || {
+        model.seen.lock().map(|seen| seen.len()).unwrap_or(0) == 1
+    })
+    .await;
+    let second = router
+        .route(elicitation("slow", 5, "delete_branch", CancellationToken::new()))
+        .await
+        .expect("answered");
+    assert_eq!(second.action, ElicitationAction::Cancel);
+    let first = tokio::time::timeout(Duration::from_secs(10), first)
+        .await
+        .expect("the first one's wait ends")
+        .expect("task")
+        .expect("answered");
+    assert_eq!(first.action, ElicitationAction::Decline);
+    assert_eq!(message(&first), "model error: cancelled");
+    assert_eq!(audit_lines(&audit).len(), 2);
+}

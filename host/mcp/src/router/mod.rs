@@ -382,7 +382,9 @@ impl Router {
             Route::Settled { answer, reason } => Decided::new(answer, DecidedBy::Policy, reason),
             Route::Strict => {
                 let request = self.review_request(elicitation, params, &settings, tie.binding);
-                let report = self.run_chain(&request, &elicitation.cancelled).await;
+                let report = self
+                    .run_chain(&request, &elicitation.cancelled, tie.replaced.as_ref())
+                    .await;
                 policy::strict(&report)
             }
             Route::Person { why } => {
@@ -392,7 +394,9 @@ impl Router {
             }
             Route::Chain => {
                 let request = self.review_request(elicitation, params, &settings, tie.binding);
-                let report = self.run_chain(&request, &elicitation.cancelled).await;
+                let report = self
+                    .run_chain(&request, &elicitation.cancelled, tie.replaced.as_ref())
+                    .await;
                 match policy::after_chain(&report) {
                     AfterChain::Answered(decided) => decided,
                     AfterChain::Deferred { steps, why } => {
@@ -444,8 +448,8 @@ impl Router {
     /// Runs the chain a stretch at a time (`ChainRun`): rule-based modules
     /// under a permit of the review pool, a module granted a model under a
     /// permit of the model pool, each stretch on a blocking thread under its
-    /// watchdog. The server's cancellation of the elicitation, or shutdown,
-    /// cancels a wait on a model (the module sees `cancelled`); the chain
+    /// watchdog. The server's cancellation of the elicitation, a second
+    /// request with its id, or shutdown, cancels a wait on a model (the module sees `cancelled`); the chain
     /// still ends and is audited. A stretch the watchdog gives up on is
     /// cancelled too, so its thread stops asking the model, and the steps
     /// before it stay in the report.
@@ -453,15 +457,20 @@ impl Router {
         &self,
         request: &ReviewRequest,
         cancelled: &CancellationToken,
+        replaced: Option<&CancellationToken>,
     ) -> ChainReport {
         let server = request.context().server_name.clone();
         let request = Arc::new(request.clone());
         let cancel = Cancel::new();
         let mut run = ChainRun::new(self.chain.load_full());
+        let replaced = replaced.cloned().unwrap_or_default();
         let on_cancel = async {
             tokio::select! {
                 () = cancelled.cancelled() => {}
                 () = self.shutdown.cancelled() => {}
+                // The server reused this request's id: the earlier one is
+                // cancelled where it waits (see "Registries").
+                () = replaced.cancelled() => {}
             }
             cancel.cancel();
             std::future::pending::<std::convert::Infallible>().await
