@@ -16,7 +16,7 @@ use gatehouse_core::failure::ReviewFailure;
 use gatehouse_core::model::{Cancel, ModelGrant};
 use gatehouse_core::outcome::Decision;
 use gatehouse_core::request::ReviewRequest;
-use gatehouse_core::sandbox::{Limits, MAX_MODEL_CALLS_PER_REVIEW};
+use gatehouse_core::sandbox::{Limits, MAX_MODEL_CALLS_PER_REVIEW, ModuleReport, Sandbox};
 use gatehouse_tests::scripted_model::{Script, Scripted};
 use gatehouse_tests::{load, sandbox, sandbox_with};
 use serde_json::json;
@@ -34,6 +34,16 @@ fn form_request(context: ReviewContext) -> ReviewRequest {
     }))
     .expect("valid params");
     ReviewRequest::new(params, context)
+}
+
+/// model-probe's review of [`plain_request`] with `config` and `grant`.
+fn probe(sandbox: &Sandbox, config: &str, grant: &ModelGrant) -> ModuleReport {
+    load(sandbox, "test_guest_model_probe").review_with(
+        config,
+        &plain_request(),
+        Some(grant),
+        &Cancel::new(),
+    )
 }
 
 fn plain_request() -> ReviewRequest {
@@ -157,12 +167,7 @@ fn the_prompt_is_audited_only_when_the_grant_says_so() {
     let sandbox = sandbox();
     let model = Scripted::new(Script::Answer("deny"));
     let grant = grant(model).with_audit_prompts(true);
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
-        r#"{"ask": true}"#,
-        &plain_request(),
-        Some(&grant),
-        &Cancel::new(),
-    );
+    let report = probe(&sandbox, r#"{"ask": true}"#, &grant);
     let outcome = report.result.expect("reviews");
     assert_eq!(decline_message(&outcome.decision), "model said: deny");
     let prompt = report.model_calls[0]
@@ -195,12 +200,7 @@ fn waiting_on_the_model_does_not_spend_the_guests_deadline() {
     let sandbox = sandbox_with(limits);
     // The model takes three times the guest's deadline.
     let model = Scripted::new(Script::AfterSleep(Duration::from_millis(300), "allow"));
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
-        r#"{"ask": true}"#,
-        &plain_request(),
-        Some(&grant(model)),
-        &Cancel::new(),
-    );
+    let report = probe(&sandbox, r#"{"ask": true}"#, &grant(model));
     let outcome = report.result.expect("the wait is not the guest's time");
     assert_eq!(
         outcome.decision,
@@ -218,11 +218,10 @@ fn the_guests_deadline_still_bounds_its_running_after_the_wait() {
         .build();
     let sandbox = sandbox_with(limits);
     let model = Scripted::new(Script::AfterSleep(Duration::from_millis(150), "allow"));
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
+    let report = probe(
+        &sandbox,
         r#"{"ask": true, "spin_after": true}"#,
-        &plain_request(),
-        Some(&grant(model)),
-        &Cancel::new(),
+        &grant(model),
     );
     assert!(
         matches!(report.result, Err(ReviewFailure::Deadline(_))),
@@ -237,12 +236,7 @@ fn the_model_budget_ends_a_wait() {
     let sandbox = sandbox();
     let model = Scripted::new(Script::Hang);
     let grant = grant(model.clone()).with_timeout(Duration::from_millis(50));
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
-        r#"{"ask": true}"#,
-        &plain_request(),
-        Some(&grant),
-        &Cancel::new(),
-    );
+    let report = probe(&sandbox, r#"{"ask": true}"#, &grant);
     let outcome = report.result.expect("reviews");
     assert_eq!(decline_message(&outcome.decision), "model error: timeout");
     assert_eq!(report.model_calls[0].error.as_deref(), Some("timeout"));
@@ -275,11 +269,10 @@ fn cancelling_the_elicitation_ends_the_wait() {
 fn a_looping_guest_is_refused_past_the_call_cap() {
     let sandbox = sandbox();
     let model = Scripted::new(Script::Answer("allow"));
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
+    let report = probe(
+        &sandbox,
         r#"{"ask": true, "loop": true}"#,
-        &plain_request(),
-        Some(&grant(model.clone())),
-        &Cancel::new(),
+        &grant(model.clone()),
     );
     let outcome = report.result.expect("reviews");
     assert!(decline_message(&outcome.decision).starts_with("model error: rejected"));
@@ -360,11 +353,10 @@ fn the_watchdog_budget_counts_the_model_budget() {
 fn a_guest_that_retries_forever_is_recorded_once_past_the_cap_and_ended_by_its_deadline() {
     let sandbox = sandbox();
     let model = Scripted::new(Script::Answer("allow"));
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
+    let report = probe(
+        &sandbox,
         r#"{"ask": true, "retry": true}"#,
-        &plain_request(),
-        Some(&grant(model.clone())),
-        &Cancel::new(),
+        &grant(model.clone()),
     );
     assert!(
         matches!(report.result, Err(ReviewFailure::Deadline(_))),
@@ -389,11 +381,10 @@ fn a_guest_cannot_stretch_its_deadline_by_waiting_on_its_model() {
         .build();
     let sandbox = sandbox_with(limits);
     let model = Scripted::new(Script::AfterSleep(Duration::from_millis(60), "allow"));
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
+    let report = probe(
+        &sandbox,
         r#"{"ask": true, "retry": true, "spin_before": true}"#,
-        &plain_request(),
-        Some(&grant(model.clone())),
-        &Cancel::new(),
+        &grant(model.clone()),
     );
     assert!(
         matches!(report.result, Err(ReviewFailure::Deadline(_))),
@@ -408,12 +399,7 @@ fn a_long_answer_is_cut_in_the_audit_with_its_sha256() {
     let sandbox = sandbox();
     let long: &'static str = Box::leak("x".repeat(100_000).into_boxed_str());
     let model = Scripted::new(Script::Answer(long));
-    let report = load(&sandbox, "test_guest_model_probe").review_with(
-        r#"{"ask": true}"#,
-        &plain_request(),
-        Some(&grant(model)),
-        &Cancel::new(),
-    );
+    let report = probe(&sandbox, r#"{"ask": true}"#, &grant(model));
     let call = &report.model_calls[0];
     let answer = call.answer.as_deref().expect("answer");
     assert!(answer.len() < 17_000, "{}", answer.len());

@@ -236,7 +236,12 @@ async fn a_second_request_with_the_same_id_ends_the_first_ones_model_wait() {
     })
     .await;
     let second = router
-        .route(elicitation("slow", 5, "delete_branch", CancellationToken::new()))
+        .route(elicitation(
+            "slow",
+            5,
+            "delete_branch",
+            CancellationToken::new(),
+        ))
         .await
         .expect("answered");
     assert_eq!(second.action, ElicitationAction::Cancel);

@@ -6,15 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::paths::{demo_server, existing, guest, root, target};
-
-fn gatehouse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("gatehouse runs")
-}
+use crate::paths::{demo_server, existing, gatehouse, guest, root, target};
 
 fn json_lines(output: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&output.stdout)

@@ -5,20 +5,12 @@
 //! call, the model calls in the report, and the refusal of a model-reviewer
 //! granted no model.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
 use crate::model_stub::{ModelStub, STUB_COMPLETION_TOKENS, STUB_MODEL, STUB_PROMPT_TOKENS, Step};
-use crate::paths::{guest, root};
-
-fn gatehouse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("gatehouse runs")
-}
+use crate::paths::{gatehouse, guest};
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

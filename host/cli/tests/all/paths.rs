@@ -38,3 +38,12 @@ pub fn guest(name: &str) -> PathBuf {
         .map_or_else(|| target().join("wasm32-wasip2/guest"), PathBuf::from);
     existing(dir.join(format!("{name}.wasm")), "run .ci/build-guests")
 }
+
+/// Runs the built `gatehouse` with `args` from the workspace root.
+pub fn gatehouse(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("gatehouse runs")
+}

@@ -14,7 +14,7 @@
 //! syntax.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,15 +28,7 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncReadExt;
 
-use crate::paths::{guest, root, target};
-
-fn gatehouse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("gatehouse runs")
-}
+use crate::paths::{gatehouse, guest, target};
 
 /// Asserts `text` carries no raw terminal control and no forged line: every
 /// line must start with one of `starts` (a log line's timestamp, a report's
