@@ -28,7 +28,7 @@ impl Guest for Guardian {
         let related = related.as_ref().map(related_view);
         let verdict =
             crate::logic::review_with_call(&config, &input_view(&request), related.as_ref());
-        log_reviewed(&verdict);
+        log_reviewed(&verdict, related.as_ref());
         outcome(verdict)
     }
 }

@@ -25,8 +25,10 @@
 /// - `outcome(Verdict) -> Outcome`: the verdict as the contract's outcome;
 /// - `debug_enabled() -> bool` and `log_debug(message, fields)`: debug
 ///   logging through the `logging` import;
-/// - `log_reviewed(&Verdict)`: the guardian's debug entry for a reviewed tool
-///   call ("guardian reviewed a tool call", the call as JSON).
+/// - `log_reviewed(&Verdict, Option<&RelatedCall>)`: the guardian's debug
+///   entry for a reviewed tool call ("guardian reviewed a tool call", with the
+///   call as Codex's planned action: `model_review::planned_action_for`, the
+///   JSON a model review shows the model).
 ///
 /// The module must have the bindings of a world that includes `reviewer` in
 /// scope as `gatehouse::reviewer::...` (what `wit_bindgen::generate!` emits
@@ -157,17 +159,28 @@ macro_rules! component_glue {
         }
 
         /// The guardian's debug entry for the tool call a verdict was reached
-        /// on, if it got that far.
-        fn log_reviewed(verdict: &$crate::input::Verdict) {
-            if let Some(reviewed) = &verdict.request
-                && debug_enabled()
-                && let Some(reviewed) = reviewed.to_json()
-            {
-                log_debug(
-                    "guardian reviewed a tool call",
-                    &[("request".to_owned(), reviewed.to_string())],
-                );
+        /// on, if it got that far: the call as Codex's planned action (the
+        /// related call's arguments when there is one), compact; or why it
+        /// cannot be described.
+        fn log_reviewed(
+            verdict: &$crate::input::Verdict,
+            related: Option<&$crate::model_review::RelatedCall<'_>>,
+        ) {
+            let Some(reviewed) = &verdict.request else {
+                return;
+            };
+            if !debug_enabled() {
+                return;
             }
+            let field = match $crate::model_review::planned_action_for(reviewed, related) {
+                // The pretty-printed action as one line; the keys stay sorted.
+                Ok(action) => match serde_json::from_str::<serde_json::Value>(&action) {
+                    Ok(action) => ("request".to_owned(), action.to_string()),
+                    Err(error) => ("error".to_owned(), error.to_string()),
+                },
+                Err(why) => ("error".to_owned(), why),
+            };
+            log_debug("guardian reviewed a tool call", &[field]);
         }
     };
 }

@@ -59,17 +59,15 @@ pub enum Reviewer {
     AutoReview,
 }
 
-/// The server's hints about a tool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+/// The server's hints about a tool (the planned action shows them with
+/// snake_case keys: `model_review::ActionAnnotations`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Annotations {
     /// `readOnlyHint`.
-    #[serde(rename = "readOnlyHint", skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
     /// `destructiveHint`.
-    #[serde(rename = "destructiveHint", skip_serializing_if = "Option::is_none")]
     pub destructive: Option<bool>,
     /// `openWorldHint`.
-    #[serde(rename = "openWorldHint", skip_serializing_if = "Option::is_none")]
     pub open_world: Option<bool>,
 }
 

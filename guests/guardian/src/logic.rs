@@ -4,17 +4,100 @@
 //!
 //! The order of checks is the contract with agents that rely on Codex's
 //! behaviour; `host/conformance/suites/guardian/` holds one case per branch.
+//! "Seed" line numbers below are those of Codex's session MCP code
+//! (`session_mcp.rs`), the behavioural reference.
+//!
+//! # Strict review
+//! `_meta.codex_strict_auto_review` asks for strict review only when it is
+//! JSON `true` (seed 696-702). `false` is no request: the elicitation takes
+//! the normal path as if the key were absent (seed 795 on). Any other value
+//! (a string, a number, `null`, an object, an array) fails closed with the
+//! strict decline ([`STRICT_DECLINE_MESSAGE`]), unreviewed: Codex's
+//! elicitation host refuses such a marker before its reviewer is asked.
+//!
+//! A strict review declines with the strict text whatever it cannot take:
+//! the approvals reviewer is not auto-review (seed 751-757), `_meta` carries
+//! `persist` (any value, `null` too: seed 758-763), the elicitation is no
+//! reviewable approval request (seed 765-769), or its identity does not bind
+//! (below). What it can take
+//! is assessed as any review is, and a review that fails there (a config that
+//! does not parse, a model that fails) answers with Codex's review-failed
+//! denial ("Automatic approval review failed: ..."), not the strict text: the
+//! strict text is only for what strict review refuses to take. Outside strict
+//! review, `persist` changes nothing: the request is reviewed (seed 795-865
+//! never reads it).
+//!
+//! # Identity
+//! Identity is compared on the raw strings the server wrote, untrimmed;
+//! trimming (and dropping blanks) is only for what the review shows and
+//! assesses. Codex does the same: its identity checks read `_meta` with
+//! `metadata_str` (seed 721-729, 951-955, 961-963), and only the fields of
+//! the review request go through `metadata_owned_string` (seed 914-946,
+//! 964-969). So `" read_file "` is reviewed as `read_file` but is not the
+//! identity `read_file`.
+//!
+//! - **The tool catalog** (every server, both paths): when the host holds the
+//!   server's catalog, `_meta.tool_name` must equal the catalog entry's name
+//!   exactly and `_meta.connector_id` the entry's `_meta.connector_id`
+//!   exactly (both absent counts as equal; a non-string counts as absent, as
+//!   `metadata_str` reads it); otherwise "identity does not match the tool
+//!   catalog". The catalog's connector name and description, tool title,
+//!   description and annotations then replace the server's claims.
+//! - **The related call** (every server, both paths; contract 0.2): when the
+//!   host ties the elicitation to the agent's call, `_meta.tool_name` (raw)
+//!   and `_meta.tool_params` must describe it
+//!   ([`model_review::call_mismatch_in_meta`]); a mismatch declines
+//!   ([`model_review::mismatch_verdict`]). Codex has no such check; see
+//!   below for where it applies.
+//! - **`codex_apps` under strict review** (`bind_codex_apps_call`, seed
+//!   703-740): Codex binds a strict review of its apps server to the tool
+//!   call it registered. Gatehouse's registered call is the related call, and
+//!   the registered tool's metadata is its catalog entry. The strict decline,
+//!   unreviewed, unless all of these hold:
+//!   1. `_meta._codex_apps` is an object whose `call_id` is a string (seed
+//!      704-714);
+//!   2. there is a related call, and it is a tool call (seed 715-720);
+//!   3. `call_id` names it: it equals the related call's JSON-RPC id written
+//!      as text the way Codex writes a request id (seed 995-999): a string id
+//!      is its string, exactly; an integer id its decimal digits. So `"7"`
+//!      names the calls with id `7` and id `"7"`; any other id (absent, not
+//!      JSON, fractional) names nothing;
+//!   4. `_meta.tool_name`, raw, equals the related call's tool name (seed
+//!      724-727);
+//!   5. the catalog lists that tool, and `_meta.connector_id`, raw, equals its
+//!      `_meta.connector_id` (both absent is equal; seed 722). Without the
+//!      catalog entry the registered connector is unknown: declined.
+//!
+//!   Codex also requires the registered call to have gone to this server
+//!   (seed 721); the host only relates calls it forwarded to the server that
+//!   asks, so that holds by construction. Codex then reviews the registered
+//!   call (seed 731-737, 770); here the review already takes the arguments
+//!   from the related call and the metadata from the catalog.
+//!
+//! `_codex_apps` is read only for the `codex_apps` server under strict
+//! review: for other servers, and outside strict review, Codex neither
+//! requires nor checks it (seed 704 and 738-740), and neither do we.
+//!
+//! Each check answers with its own message, Codex's first: for `codex_apps`
+//! under strict review the binding above comes before everything else (as in
+//! the seed), so a tool name that differs from the agent's call is the strict
+//! decline; `tool_params` that differ from the agent's arguments, which
+//! Codex's binding does not compare (it reviews the registered call's own
+//! arguments), are then the related-call mismatch. On every other server a
+//! mismatch is the mismatch message, under strict review too.
 //!
 //! # The assessment of a tool call
 //! Once an elicitation is a reviewable tool call (Codex's routing and
 //! metadata checks passed, the identity is bound to the catalog), it is
 //! assessed in this order; the first step that decides, decides:
 //!
+//! 0. the config does not parse: Codex's review-failed denial;
 //! 1. a `deny` rule covers the tool: decline (Codex's denial message);
 //! 2. an `allow` rule covers it: accept;
 //! 3. with a model ([`review_with_model`]): the model decides; the catalog's
-//!    hints are part of the planned action it assesses, as in Codex, and
-//!    decide nothing themselves;
+//!    hints are part of the planned action it assesses (the spec's planned
+//!    action carries annotations; docs/CODEX-PARITY.md, O5) and decide
+//!    nothing themselves;
 //! 4. without one, the catalog marks it destructive: decline;
 //! 5. the catalog marks it read-only: accept;
 //! 6. the config's `default`.
@@ -26,16 +109,19 @@
 //! 5, and before the model and the `default` (so the model is not asked, and
 //! a `default` of `allow` or `deny` gives way to it). The declines of steps 1
 //! and 4 stand as they are. Without a related call nothing changes.
+//!
+//! The call a verdict was reached on is attached to it ([`Verdict::request`])
+//! and described, for the guardian's debug log, by the same planned action
+//! the model is shown ([`model_review::planned_action_for`]).
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::config::{Config, Fallback};
-use crate::input::{
-    Annotations, Catalog, Decision, Input, Mode, Policy, RequestId, Reviewer, Risk, Verdict,
-};
+use crate::config::{Config, DEFAULT_DENIAL_INSTRUCTIONS, Fallback};
+use crate::input::{Annotations, Catalog, Decision, Input, Mode, Policy, Reviewer, Risk, Verdict};
 use crate::meta::{Meta, Shape};
-use crate::model_review::{self, Completion, CompletionRequest, ModelError, RelatedCall};
+use crate::model_review::{
+    self, CallKind, Completion, CompletionRequest, ModelError, NAME_CAP, RelatedCall,
+};
 
 /// `_meta` key: the server opts in to automated review.
 pub const REQUEST_TYPE_KEY: &str = "codex_request_type";
@@ -45,7 +131,8 @@ pub const REQUEST_TYPE_APPROVAL: &str = "approval_request";
 pub const APPROVAL_KIND_KEY: &str = "codex_approval_kind";
 /// The only reviewable approval kind.
 pub const APPROVAL_KIND_TOOL_CALL: &str = "mcp_tool_call";
-/// `_meta` key: strict review; must be exactly JSON `true`.
+/// `_meta` key: strict review; JSON `true` asks for it, `false` does not,
+/// anything else fails closed.
 pub const STRICT_KEY: &str = "codex_strict_auto_review";
 /// `_meta` key: a request to remember the approval.
 pub const PERSIST_KEY: &str = "persist";
@@ -63,6 +150,13 @@ pub const CONNECTOR_ID_KEY: &str = "connector_id";
 pub const CONNECTOR_NAME_KEY: &str = "connector_name";
 /// `_meta` key: the connector's description.
 pub const CONNECTOR_DESCRIPTION_KEY: &str = "connector_description";
+/// `_meta` key: Codex's apps metadata, an object.
+pub const CODEX_APPS_META_KEY: &str = "_codex_apps";
+/// The member of [`CODEX_APPS_META_KEY`] that names the agent's call.
+pub const CODEX_APPS_CALL_ID_KEY: &str = "call_id";
+/// The server whose strict reviews must name the agent's call (the module
+/// documentation, "Identity").
+pub const CODEX_APPS_SERVER: &str = "codex_apps";
 
 /// The message of every strict-review decline that is not a denial.
 pub const STRICT_DECLINE_MESSAGE: &str = "Automated review of this operation failed. Do not proceed without asking the user for explicit approval.";
@@ -152,7 +246,16 @@ where
     if let Some(meta) = &meta
         && let Some(marker) = &meta.strict
     {
-        return strict_review(config, input, meta, marker, with);
+        match marker {
+            Value::Bool(true) => return strict_review(config, input, meta, with),
+            // No request for strict review: the normal path.
+            Value::Bool(false) => {}
+            other => {
+                return strict_decline(format!(
+                    "{STRICT_KEY} must be exactly JSON true to ask for strict review (false for none), got {other}"
+                ));
+            }
+        }
     }
     match input.policy {
         Policy::Never => {
@@ -182,15 +285,12 @@ where
     if !routes_to_automated_review(input.policy, input.reviewer) {
         return defer("the approval policy and reviewer setting route this to the user");
     }
-    let request = match review_request(input, meta.as_ref()) {
+    let (request, claims) = match review_request(input, meta.as_ref()) {
         Step::NotRequested(why) => return defer(why),
         Step::Decline(why) => return decline_quietly(why.to_owned()),
-        Step::Request(request) => request,
+        Step::Request(request, claims) => (request, claims),
     };
-    if meta.as_ref().is_some_and(|meta| meta.persist) {
-        return defer("a request to remember the approval is left to the user");
-    }
-    match bind_identity(request, input.catalog) {
+    match bind_identity(request, claims, input.catalog) {
         Ok(request) => assess(config, input.meta, request, with),
         Err(why) => decline_quietly(why.to_owned()),
     }
@@ -213,20 +313,21 @@ where
     verdict
 }
 
+/// Strict review (the marker is JSON `true`): what it cannot take is the
+/// strict decline; the rest is assessed as any review.
 fn strict_review<F>(
     config: &str,
     input: &Input<'_>,
     meta: &Meta<'_>,
-    marker: &Value,
     with: With<'_, '_, F>,
 ) -> Verdict
 where
     F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
 {
-    if *marker != Value::Bool(true) {
-        return strict_decline(format!(
-            "{STRICT_KEY} must be exactly JSON true, got {marker}"
-        ));
+    if input.server_name == CODEX_APPS_SERVER
+        && let Err(why) = bind_codex_apps_call(meta, input.catalog, with.related)
+    {
+        return strict_decline(why);
     }
     if input.reviewer != Reviewer::AutoReview {
         return strict_decline(
@@ -238,13 +339,80 @@ where
             "strict review does not handle requests to remember the approval".to_owned(),
         );
     }
-    let request = match review_request(input, Some(meta)) {
+    let (request, claims) = match review_request(input, Some(meta)) {
         Step::NotRequested(why) | Step::Decline(why) => return strict_decline(why.to_owned()),
-        Step::Request(request) => request,
+        Step::Request(request, claims) => (request, claims),
     };
-    match bind_identity(request, input.catalog) {
+    match bind_identity(request, claims, input.catalog) {
         Ok(request) => assess(config, input.meta, request, with),
         Err(why) => strict_decline(why.to_owned()),
+    }
+}
+
+/// Codex's binding of a strict review of the `codex_apps` server to the
+/// agent's call (the module documentation, "Identity"): `Err` says why the
+/// elicitation does not name the related call, which is the strict decline.
+fn bind_codex_apps_call(
+    meta: &Meta<'_>,
+    catalog: Catalog<'_>,
+    related: Option<&RelatedCall<'_>>,
+) -> Result<(), String> {
+    let Some(call_id) = meta.codex_apps_call_id.as_deref() else {
+        return Err(format!(
+            "strict review of a {CODEX_APPS_SERVER} call needs a string {CODEX_APPS_META_KEY}.{CODEX_APPS_CALL_ID_KEY}"
+        ));
+    };
+    let call_id_shown = model_review::truncate(call_id, NAME_CAP);
+    let Some(call) = related else {
+        return Err(format!(
+            "{CODEX_APPS_META_KEY}.{CODEX_APPS_CALL_ID_KEY} {call_id_shown:?} names no call: the host tied no agent call to this elicitation"
+        ));
+    };
+    if call.kind != CallKind::ToolCall {
+        return Err(format!(
+            "{CODEX_APPS_META_KEY}.{CODEX_APPS_CALL_ID_KEY} {call_id_shown:?} names no tool call: the agent's request is not a tool call"
+        ));
+    }
+    if related_call_id(call).as_deref() != Some(call_id) {
+        return Err(format!(
+            "{CODEX_APPS_META_KEY}.{CODEX_APPS_CALL_ID_KEY} {call_id_shown:?} is not the id of the agent's call"
+        ));
+    }
+    if meta.tool_name.as_deref() != Some(call.name) {
+        return Err(format!(
+            "{TOOL_NAME_KEY} is not exactly the tool of the agent's call {call_id_shown:?}"
+        ));
+    }
+    // The registered tool's metadata: its catalog entry.
+    let registered_connector = match catalog {
+        Catalog::Listed(tool) if tool.name == call.name => {
+            match tool.meta.map(Meta::parse).transpose() {
+                Ok(tool_meta) => tool_meta.and_then(|tool_meta| tool_meta.connector_id),
+                Err(_) => return Err("the catalog entry's _meta is not a JSON object".to_owned()),
+            }
+        }
+        _ => {
+            return Err(format!(
+                "the catalog does not list the tool of the agent's call {call_id_shown:?}, so its connector is unknown"
+            ));
+        }
+    };
+    if meta.connector_id.as_deref() != registered_connector.as_deref() {
+        return Err(format!(
+            "{CONNECTOR_ID_KEY} is not exactly the connector of the agent's call {call_id_shown:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The related call's JSON-RPC id as the text Codex writes a request id as
+/// (seed 995-999): a string id's string, an integer id's decimal digits;
+/// `None` for an absent id or any other.
+fn related_call_id(call: &RelatedCall<'_>) -> Option<String> {
+    match serde_json::from_str::<Value>(call.id?).ok()? {
+        Value::String(id) => Some(id),
+        Value::Number(id) if id.is_i64() || id.is_u64() => Some(id.to_string()),
+        _ => None,
     }
 }
 
@@ -255,56 +423,26 @@ fn routes_to_automated_review(policy: Policy, reviewer: Reviewer) -> bool {
         && reviewer == Reviewer::AutoReview
 }
 
-/// The tool call a verdict was reached on ([`Verdict::request`]), for the log.
+/// The tool call a verdict was reached on ([`Verdict::request`]), for the
+/// log: [`model_review::planned_action_for`] describes it as Codex's planned
+/// action.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReviewedCall(Box<ToolCallReview>);
 
 impl ReviewedCall {
-    /// The call as JSON: what Codex hands its reviewer model. Built only when
-    /// asked for (only a debug log wants it): a review does not build the
-    /// arguments' JSON tree or serialise the call.
-    pub fn to_json(&self) -> Option<Value> {
-        let call = &*self.0;
-        let arguments = match &call.arguments {
-            Arguments::None => Value::Object(Map::new()),
-            Arguments::InMeta(meta) => parse_object(meta)
-                .ok()?
-                .remove(TOOL_PARAMS_KEY)
-                .unwrap_or_default(),
-        };
-        let id = match &call.request_id {
-            OwnedRequestId::Text(text) => format!("mcp_elicitation:{}:{text}", call.server),
-            OwnedRequestId::Number(number) => {
-                format!("mcp_elicitation:{}:{number}", call.server)
-            }
-        };
-        serde_json::to_value(ToolCallJson {
-            id,
-            server: &call.server,
-            tool_name: &call.tool_name,
-            arguments,
-            connector_id: &call.connector_id,
-            connector_name: &call.connector_name,
-            connector_description: &call.connector_description,
-            tool_title: &call.tool_title,
-            tool_description: &call.tool_description,
-            annotations: call.annotations,
-        })
-        .ok()
-    }
-
     /// The server's configured name.
     pub fn server(&self) -> &str {
         &self.0.server
     }
 
-    /// The tool's name, trimmed (the catalog's name when the catalog lists it).
+    /// The tool's name, trimmed (equal to the catalog's name when the
+    /// catalog lists it).
     pub fn tool_name(&self) -> &str {
         &self.0.tool_name
     }
 
-    /// The connector's id (from `_meta`, checked against the catalog's when
-    /// there is a catalog).
+    /// The connector's id, trimmed (from `_meta`, checked against the
+    /// catalog's when there is a catalog).
     pub fn connector_id(&self) -> Option<&str> {
         self.0.connector_id.as_deref()
     }
@@ -346,11 +484,11 @@ impl ReviewedCall {
     }
 }
 
-/// A tool call put to review. The rules read a part of it; all of it is
-/// returned in [`Verdict::request`] for the log.
+/// A tool call put to review, its fields trimmed and blanks dropped (what is
+/// shown and assessed; identity is checked on the raw claims). The rules read
+/// a part of it; all of it is returned in [`Verdict::request`] for the log.
 #[derive(Debug, Clone, PartialEq)]
 struct ToolCallReview {
-    request_id: OwnedRequestId,
     server: String,
     tool_name: String,
     arguments: Arguments,
@@ -362,13 +500,6 @@ struct ToolCallReview {
     annotations: Annotations,
 }
 
-/// The server's request id, owned.
-#[derive(Debug, Clone, PartialEq)]
-enum OwnedRequestId {
-    Text(String),
-    Number(i64),
-}
-
 /// Where the tool call's arguments are.
 #[derive(Debug, Clone, PartialEq)]
 enum Arguments {
@@ -378,29 +509,14 @@ enum Arguments {
     InMeta(Box<str>),
 }
 
-/// A tool call as Codex hands it to its reviewer model.
-#[derive(Serialize)]
-struct ToolCallJson<'a> {
-    id: String,
-    server: &'a str,
-    tool_name: &'a str,
-    arguments: Value,
-    connector_id: &'a Option<String>,
-    connector_name: &'a Option<String>,
-    connector_description: &'a Option<String>,
-    tool_title: &'a Option<String>,
-    tool_description: &'a Option<String>,
-    #[serde(skip_serializing_if = "Annotations::is_empty")]
-    annotations: Annotations,
-}
-
-enum Step {
+enum Step<'m, 'a> {
     NotRequested(&'static str),
     Decline(&'static str),
-    Request(Box<ToolCallReview>),
+    /// A reviewable tool call, with the `_meta` claims it was read from.
+    Request(Box<ToolCallReview>, &'m Meta<'a>),
 }
 
-fn review_request(input: &Input<'_>, meta: Option<&Meta<'_>>) -> Step {
+fn review_request<'m, 'a>(input: &Input<'_>, meta: Option<&'m Meta<'a>>) -> Step<'m, 'a> {
     let requested_schema = match input.mode {
         Mode::Url => {
             return if meta.is_some_and(asks_for_review) {
@@ -431,27 +547,28 @@ fn review_request(input: &Input<'_>, meta: Option<&Meta<'_>>) -> Step {
         (Some(_), _) => return Step::Decline("tool_params must be an object"),
         (None, _) => Arguments::None,
     };
-    Step::Request(Box::new(ToolCallReview {
-        request_id: match input.request_id {
-            RequestId::Text(text) => OwnedRequestId::Text(text.to_owned()),
-            RequestId::Number(number) => OwnedRequestId::Number(number),
-        },
-        server: input.server_name.to_owned(),
-        tool_name,
-        arguments,
-        connector_id: non_blank(meta.connector_id.as_deref()),
-        connector_name: non_blank(meta.connector_name.as_deref()),
-        connector_description: non_blank(meta.connector_description.as_deref()),
-        tool_title: non_blank(meta.tool_title.as_deref()),
-        tool_description: non_blank(meta.tool_description.as_deref()),
-        annotations: Annotations::default(),
-    }))
+    Step::Request(
+        Box::new(ToolCallReview {
+            server: input.server_name.to_owned(),
+            tool_name,
+            arguments,
+            connector_id: non_blank(meta.connector_id.as_deref()),
+            connector_name: non_blank(meta.connector_name.as_deref()),
+            connector_description: non_blank(meta.connector_description.as_deref()),
+            tool_title: non_blank(meta.tool_title.as_deref()),
+            tool_description: non_blank(meta.tool_description.as_deref()),
+            annotations: Annotations::default(),
+        }),
+        meta,
+    )
 }
 
 /// Replaces what the server claims about the tool with what its catalog says,
-/// and refuses a request whose tool or connector does not match the catalog.
+/// and refuses a request whose tool or connector (`claims`, raw) is not
+/// exactly the catalog's (the module documentation, "Identity").
 fn bind_identity(
     mut request: Box<ToolCallReview>,
+    claims: &Meta<'_>,
     catalog: Catalog<'_>,
 ) -> Result<Box<ToolCallReview>, &'static str> {
     const MISMATCH: &str = "identity does not match the tool catalog";
@@ -460,15 +577,14 @@ fn bind_identity(
         Catalog::NotListed => return Err(MISMATCH),
         Catalog::Listed(tool) => tool,
     };
-    if tool.name != request.tool_name {
+    if claims.tool_name.as_deref() != Some(tool.name) {
         return Err(MISMATCH);
     }
     let tool_meta = match tool.meta.map(Meta::parse).transpose() {
         Ok(meta) => meta.unwrap_or_default(),
         Err(_) => return Err(MISMATCH),
     };
-    let catalog_connector = non_blank(tool_meta.connector_id.as_deref());
-    if catalog_connector != request.connector_id {
+    if claims.connector_id.as_deref() != tool_meta.connector_id.as_deref() {
         return Err(MISMATCH);
     }
     request.connector_name = non_blank(tool_meta.connector_name.as_deref());
@@ -492,7 +608,9 @@ where
 {
     let config = match Config::parse(config) {
         Ok(config) => config,
-        Err(error) => return decline_quietly(error),
+        // The review cannot be made: Codex's review-failed denial, with the
+        // default instructions (the config's own are unreadable).
+        Err(error) => return model_review::review_failed(&error, DEFAULT_DENIAL_INSTRUCTIONS),
     };
     let request = &*call.0;
     let (server, tool) = (request.server.as_str(), request.tool_name.as_str());
@@ -522,7 +640,7 @@ where
         return allow(why, Risk::Low);
     }
     // With a model, the catalog's hints do not decide: they are part of the
-    // planned action the model assesses, as in Codex.
+    // planned action the model assesses (docs/CODEX-PARITY.md, O5).
     if let Some(ask) = with.model {
         if let Some(finding) = mismatch() {
             return model_review::mismatch_verdict(finding);

@@ -16,14 +16,15 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::logic::{
-    APPROVAL_KIND_KEY, CONNECTOR_DESCRIPTION_KEY, CONNECTOR_ID_KEY, CONNECTOR_NAME_KEY,
-    PERSIST_KEY, REQUEST_TYPE_KEY, STRICT_KEY, TOOL_DESCRIPTION_KEY, TOOL_NAME_KEY,
-    TOOL_PARAMS_KEY, TOOL_TITLE_KEY,
+    APPROVAL_KIND_KEY, CODEX_APPS_CALL_ID_KEY, CODEX_APPS_META_KEY, CONNECTOR_DESCRIPTION_KEY,
+    CONNECTOR_ID_KEY, CONNECTOR_NAME_KEY, PERSIST_KEY, REQUEST_TYPE_KEY, STRICT_KEY,
+    TOOL_DESCRIPTION_KEY, TOOL_NAME_KEY, TOOL_PARAMS_KEY, TOOL_TITLE_KEY,
 };
 
 /// What the guardian reads from a `_meta` object (or a catalog tool's
 /// `_meta`). A text field is `Some` when the key is present with a JSON
-/// string value.
+/// string value, exactly as written (untrimmed: identity is compared on the
+/// raw strings, and only what is shown is trimmed).
 #[derive(Debug, Default)]
 pub(crate) struct Meta<'a> {
     pub(crate) request_type: Option<Cow<'a, str>>,
@@ -40,6 +41,9 @@ pub(crate) struct Meta<'a> {
     pub(crate) connector_id: Option<Cow<'a, str>>,
     pub(crate) connector_name: Option<Cow<'a, str>>,
     pub(crate) connector_description: Option<Cow<'a, str>>,
+    /// `_codex_apps.call_id`: `Some` when `_codex_apps` is an object whose
+    /// `call_id` is a string.
+    pub(crate) codex_apps_call_id: Option<Cow<'a, str>>,
 }
 
 /// Of a JSON value: whether it is an object.
@@ -94,6 +98,9 @@ impl<'de> Deserialize<'de> for Meta<'de> {
                         CONNECTOR_DESCRIPTION_KEY => {
                             meta.connector_description = text(map.next_value()?)
                         }
+                        CODEX_APPS_META_KEY => {
+                            meta.codex_apps_call_id = map.next_value::<CodexApps<'de>>()?.0
+                        }
                         _ => {
                             map.next_value::<Checked>()?;
                         }
@@ -104,6 +111,61 @@ impl<'de> Deserialize<'de> for Meta<'de> {
         }
 
         deserializer.deserialize_map(MetaVisitor)
+    }
+}
+
+/// The `_codex_apps` value: its `call_id` when it is an object whose
+/// `call_id` (the last one, when repeated) is a string; `None` otherwise.
+struct CodexApps<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for CodexApps<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CodexAppsVisitor;
+
+        impl<'de> Visitor<'de> for CodexAppsVisitor {
+            type Value = CodexApps<'de>;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("any valid JSON value")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CodexApps<'de>, A::Error> {
+                let mut call_id = None;
+                while let Some(Text(key)) = map.next_key()? {
+                    if key == CODEX_APPS_CALL_ID_KEY {
+                        call_id = map.next_value::<TextOrOther<'de>>()?.0;
+                    } else {
+                        map.next_value::<Checked>()?;
+                    }
+                }
+                Ok(CodexApps(call_id))
+            }
+
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<CodexApps<'de>, E> {
+                Ok(CodexApps(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<CodexApps<'de>, E> {
+                Ok(CodexApps(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<CodexApps<'de>, E> {
+                Ok(CodexApps(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<CodexApps<'de>, E> {
+                Ok(CodexApps(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<CodexApps<'de>, E> {
+                Ok(CodexApps(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<CodexApps<'de>, E> {
+                Ok(CodexApps(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<CodexApps<'de>, A::Error> {
+                Checked::drain_seq(seq)?;
+                Ok(CodexApps(None))
+            }
+        }
+
+        deserializer.deserialize_any(CodexAppsVisitor)
     }
 }
 

@@ -12,7 +12,8 @@
 //!    whatever a model would say. Codex has no such check.
 //! 2. [`planned_action`] / [`planned_action_for`]: the action as JSON, in the
 //!    shape Codex hands its reviewer (keys sorted, absent fields omitted, long
-//!    strings truncated with a visible marker).
+//!    strings truncated with a visible marker). It is also how the guardian's
+//!    debug log describes every reviewed call, model or not.
 //! 3. [`review_request`]: the system message (our review policy, the
 //!    operator's policy, the output contract), the user message (the action as
 //!    untrusted evidence), the output schema and the token cap.

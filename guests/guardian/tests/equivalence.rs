@@ -2,14 +2,15 @@
 //! it was optimised from, in `reference/`) on every combination of a corpus of
 //! inputs: ordinary and malformed `_meta` objects, repeated keys, escapes,
 //! numbers out of range, odd schemas, catalogs, policies and configurations.
-//! Decision, rationale, risk and the logged tool call must all be equal.
+//! Decision, rationale, risk and the logged tool call (Codex's planned action)
+//! must all be equal.
 
 mod reference;
 
 use gatehouse_guardian::input::{
     Annotations, Catalog, CatalogTool, Input, Mode, Policy, RequestId, Reviewer,
 };
-use gatehouse_guardian::logic;
+use gatehouse_guardian::{logic, model_review};
 
 const APPROVAL: &str =
     r#""codex_request_type":"approval_request","codex_approval_kind":"mcp_tool_call""#;
@@ -73,6 +74,16 @@ fn metas() -> Vec<String> {
         approval(r#""tool_name":"read_file","unknown":-0"#),
         approval(&format!(r#""tool_name":"read_file","unknown":{deep}"#)),
         approval(r#""tool_name":"read_file","tool_params":{"x":1e400}"#),
+        approval(r#""tool_name":"read_file","_codex_apps":{"call_id":"c-1","x":[1]}"#),
+        approval(r#""tool_name":"read_file","_codex_apps":{"call_id":1e400}"#),
+        approval(r#""tool_name":"read_file","_codex_apps":{"call_id":"\ud800"}"#),
+        approval(r#""tool_name":"read_file","_codex_apps":[{"call_id":"c-1"}]"#),
+        approval(
+            r#""tool_name":"read_file","codex_strict_auto_review":true,"_codex_apps":{"call_id":"c","call_id":5}"#,
+        ),
+        approval(r#""tool_name":"read_file","codex_strict_auto_review":false,"persist":"session""#),
+        approval(r#""tool_name":"read_file","connector_id":"c1""#),
+        approval(r#""tool_name":"read_file","connector_id":" c1 ""#),
         approval("\"tool_name\":\"read\u{1}file\""),
         r#"{"codex_request_type":"approval_request","codex_approval_kind":"other","tool_name":"x"}"#
             .to_owned(),
@@ -204,15 +215,12 @@ fn check(config: &str, input: &Input<'_>) {
     assert_eq!(actual.decision, expected.decision, "{}", what());
     assert_eq!(actual.rationale, expected.rationale, "{}", what());
     assert_eq!(actual.risk, expected.risk, "{}", what());
-    assert_eq!(
-        actual
-            .request
-            .as_ref()
-            .and_then(logic::ReviewedCall::to_json),
-        expected.request,
-        "{}",
-        what()
-    );
+    // The logged description: Codex's planned action, as JSON.
+    let action = actual.request.as_ref().map(|call| {
+        let text = model_review::planned_action_for(call, None).expect("a planned action");
+        serde_json::from_str::<serde_json::Value>(&text).expect("JSON")
+    });
+    assert_eq!(action, expected.request, "{}", what());
 }
 
 fn base<'a>(meta: Option<&'a str>, mode: Mode<'a>) -> Input<'a> {

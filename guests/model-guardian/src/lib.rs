@@ -90,7 +90,7 @@ impl Guest for ModelGuardian {
                 }
                 result
             });
-        log_reviewed(&verdict);
+        log_reviewed(&verdict, related.as_ref());
         if let Some(mut fields) = answered {
             fields.extend(verdict_fields(&verdict));
             log_debug("guardian asked its model", &fields);

@@ -205,16 +205,17 @@ fn rules_and_catalog_hints_decide_without_the_model() {
 
 #[test]
 fn routing_metadata_and_config_failures_never_ask_the_model() {
-    let strict_false = approval(r#""tool_name":"write_file","codex_strict_auto_review":false"#);
-    let persist = approval(r#""tool_name":"write_file","persist":"always""#);
+    let strict_null = approval(r#""tool_name":"write_file","codex_strict_auto_review":null"#);
+    let strict_persist =
+        approval(r#""tool_name":"write_file","codex_strict_auto_review":true,"persist":"always""#);
     let not_approval = r#"{"tool_name":"write_file"}"#.to_owned();
     let wrong_kind = r#"{"codex_request_type":"approval_request","codex_approval_kind":"tool_suggestion","tool_name":"write_file"}"#.to_owned();
     let blank_name = approval(r#""tool_name":"  ""#);
     let bad_params = approval(r#""tool_name":"write_file","tool_params":[1]"#);
     let plain = approval(r#""tool_name":"write_file""#);
     let metas = [
-        Some(strict_false.as_str()),
-        Some(persist.as_str()),
+        Some(strict_null.as_str()),
+        Some(strict_persist.as_str()),
         Some(not_approval.as_str()),
         Some(wrong_kind.as_str()),
         Some(blank_name.as_str()),
@@ -261,9 +262,19 @@ fn routing_metadata_and_config_failures_never_ask_the_model() {
             review("{}", &view)
         );
     }
+    // A config that does not parse: the review failed, Codex's denial says
+    // so (with the default instructions), at high risk.
     let view = input(Some(&plain));
     let verdict = review_with_model(r#"{"default":"maybe"}"#, &view, None, unasked);
-    assert!(matches!(verdict.decision, Decision::Decline(None)));
+    let rationale = verdict.rationale.clone().unwrap();
+    assert!(
+        rationale.starts_with(REVIEW_FAILED_PREFIX)
+            && rationale.contains("invalid guardian config"),
+        "{rationale}"
+    );
+    assert_eq!(verdict.decision, denial(&rationale));
+    assert_eq!(verdict.risk, Some(Risk::High));
+    assert_eq!(verdict, review(r#"{"default":"maybe"}"#, &view));
 }
 
 // --- the verdict on the model's answer -------------------------------------
@@ -606,4 +617,495 @@ fn without_a_related_call_or_a_model_the_review_is_the_rule_review() {
             assert_eq!(review_with_call(config, &view, None), review(config, &view));
         }
     }
+}
+
+// --- the strict marker, persist and failed reviews (seed 696-764) ----------
+
+fn is_strict_decline(verdict: &Verdict) -> bool {
+    verdict.decision == Decision::Decline(Some(STRICT_DECLINE_MESSAGE.to_owned()))
+}
+
+#[test]
+fn a_false_marker_is_no_strict_review_and_only_true_is_one() {
+    let with_false = approval(r#""tool_name":"write_file","codex_strict_auto_review":false"#);
+    let without = approval(r#""tool_name":"write_file""#);
+    // `false` reviews exactly as no marker does, whatever the routing says.
+    for (policy, reviewer) in [
+        (Policy::OnRequest, Reviewer::AutoReview),
+        (Policy::OnRequest, Reviewer::User),
+        (Policy::Never, Reviewer::AutoReview),
+        (Policy::Untrusted, Reviewer::AutoReview),
+    ] {
+        for config in ["{}", r#"{"default":"allow"}"#, r#"{"default":"maybe"}"#] {
+            let mut marked = input(Some(&with_false));
+            let mut unmarked = input(Some(&without));
+            for view in [&mut marked, &mut unmarked] {
+                view.policy = policy;
+                view.reviewer = reviewer;
+            }
+            assert_eq!(review(config, &marked), review(config, &unmarked));
+        }
+    }
+    // With the user as reviewer, `false` goes to the person and `true` is the
+    // strict decline.
+    let mut to_person = input(Some(&with_false));
+    to_person.reviewer = Reviewer::User;
+    assert_eq!(review("{}", &to_person).decision, Decision::Defer);
+    let strict = approval(r#""tool_name":"write_file","codex_strict_auto_review":true"#);
+    let mut strict_user = input(Some(&strict));
+    strict_user.reviewer = Reviewer::User;
+    assert!(is_strict_decline(&review("{}", &strict_user)));
+    // Every other value fails closed, unreviewed.
+    for marker in ["null", r#""true""#, r#""false""#, "1", "0", "{}", "[true]"] {
+        let meta = approval(&format!(
+            r#""tool_name":"write_file","codex_strict_auto_review":{marker}"#
+        ));
+        let verdict =
+            review_with_model(r#"{"default":"allow"}"#, &input(Some(&meta)), None, unasked);
+        assert!(is_strict_decline(&verdict), "{marker}: {verdict:?}");
+        assert!(verdict.request.is_none());
+    }
+}
+
+#[test]
+fn a_failed_review_is_codexs_review_failed_denial_never_the_strict_text() {
+    for marker in [
+        r#","codex_strict_auto_review":false"#,
+        "",
+        r#","codex_strict_auto_review":true"#,
+    ] {
+        let meta = approval(&format!(r#""tool_name":"write_file"{marker}"#));
+        let view = input(Some(&meta));
+        // The model fails.
+        let (verdict, asked) = with_model(
+            "{}",
+            &view,
+            None,
+            Err(ModelError::Transient("connection reset".to_owned())),
+        );
+        assert_eq!(asked.len(), 1, "{marker}");
+        let rationale = verdict.rationale.clone().unwrap();
+        assert_eq!(
+            rationale,
+            format!("{REVIEW_FAILED_PREFIX}the model could not be reached")
+        );
+        assert_eq!(verdict.decision, denial(&rationale), "{marker}");
+        // The config does not parse: the same denial, model or not.
+        for verdict in [
+            review(r#"{"default":"maybe"}"#, &view),
+            review_with_model(r#"{"default":"maybe"}"#, &view, None, unasked),
+        ] {
+            let rationale = verdict.rationale.clone().unwrap();
+            assert!(
+                rationale.starts_with(&format!("{REVIEW_FAILED_PREFIX}invalid guardian config")),
+                "{rationale}"
+            );
+            assert_eq!(verdict.decision, denial(&rationale), "{marker}");
+            assert_eq!(verdict.risk, Some(Risk::High));
+            assert!(verdict.request.is_some());
+        }
+    }
+}
+
+#[test]
+fn persist_matters_only_to_strict_review() {
+    let plain = approval(r#""tool_name":"write_file""#);
+    for value in [r#""always""#, r#""session""#, "null", "false"] {
+        let persist = approval(&format!(r#""tool_name":"write_file","persist":{value}"#));
+        for config in [
+            "{}",
+            r#"{"default":"allow"}"#,
+            r#"{"deny":[{"tool":"write_*"}]}"#,
+        ] {
+            assert_eq!(
+                review(config, &input(Some(&persist))),
+                review(config, &input(Some(&plain))),
+                "{value} {config}"
+            );
+        }
+        // The model reviews it.
+        let (verdict, asked) = with_model(
+            "{}",
+            &input(Some(&persist)),
+            None,
+            answer(r#"{"outcome":"allow"}"#),
+        );
+        assert_eq!(asked.len(), 1);
+        assert_eq!(verdict.decision, Decision::Accept("{}".to_owned()));
+        // Strict review does not take it, whatever its value.
+        let strict = approval(&format!(
+            r#""tool_name":"write_file","codex_strict_auto_review":true,"persist":{value}"#
+        ));
+        let verdict = review_with_model(
+            r#"{"default":"allow"}"#,
+            &input(Some(&strict)),
+            None,
+            unasked,
+        );
+        assert!(is_strict_decline(&verdict), "{value}: {verdict:?}");
+    }
+}
+
+// --- identity (seed 703-740, 951-969) --------------------------------------
+
+fn listed(name: &'static str, meta: Option<&'static str>) -> Catalog<'static> {
+    Catalog::Listed(CatalogTool {
+        name,
+        title: None,
+        description: None,
+        annotations: Annotations::default(),
+        meta,
+    })
+}
+
+#[test]
+fn catalog_identity_is_compared_on_the_raw_claims() {
+    const ALLOW: &str = r#"{"allow":[{"tool":"read_file"}]}"#;
+    let identity = |verdict: &Verdict| {
+        verdict.decision == Decision::Decline(None)
+            && verdict.rationale.as_deref() == Some("identity does not match the tool catalog")
+    };
+    let accepted = |verdict: &Verdict| verdict.decision == Decision::Accept("{}".to_owned());
+    // (the tool_name and connector_id members, the catalog's `_meta`, bound?)
+    for (claims, catalog_meta, binds) in [
+        (r#""tool_name":"read_file""#, None, true),
+        (r#""tool_name":" read_file ""#, None, false),
+        (r#""tool_name":"read_file ""#, None, false),
+        (
+            r#""tool_name":"read_file","connector_id":"drive""#,
+            Some(r#"{"connector_id":"drive"}"#),
+            true,
+        ),
+        (
+            r#""tool_name":"read_file","connector_id":"drive""#,
+            Some(r#"{"connector_id":" drive "}"#),
+            false,
+        ),
+        (
+            r#""tool_name":"read_file","connector_id":" drive ""#,
+            Some(r#"{"connector_id":"drive"}"#),
+            false,
+        ),
+        (
+            r#""tool_name":"read_file","connector_id":"  ""#,
+            None,
+            false,
+        ),
+        (
+            r#""tool_name":"read_file","connector_id":"""#,
+            Some("{}"),
+            false,
+        ),
+        // A non-string claims nothing, as Codex reads it.
+        (r#""tool_name":"read_file","connector_id":5"#, None, true),
+        (
+            r#""tool_name":"read_file""#,
+            Some(r#"{"connector_id":5}"#),
+            true,
+        ),
+    ] {
+        let meta = approval(claims);
+        for strict in [false, true] {
+            let meta = if strict {
+                meta.replacen('{', r#"{"codex_strict_auto_review":true,"#, 1)
+            } else {
+                meta.clone()
+            };
+            let mut view = input(Some(&meta));
+            view.catalog = listed("read_file", catalog_meta);
+            let verdict = review(ALLOW, &view);
+            let expected = match (binds, strict) {
+                (true, _) => accepted(&verdict),
+                (false, false) => identity(&verdict),
+                (false, true) => {
+                    is_strict_decline(&verdict)
+                        && verdict.rationale.as_deref()
+                            == Some("identity does not match the tool catalog")
+                }
+            };
+            assert!(
+                expected,
+                "{claims} / {catalog_meta:?} (strict {strict}): {verdict:?}"
+            );
+        }
+    }
+    // Without a catalog there is nothing to bind: the trimmed name is
+    // reviewed (Codex trims what it reviews).
+    let meta = approval(r#""tool_name":"  read_file  ""#);
+    let verdict = review(ALLOW, &input(Some(&meta)));
+    assert!(accepted(&verdict), "{verdict:?}");
+    assert_eq!(
+        verdict.request.as_ref().map(ReviewedCall::tool_name),
+        Some("read_file")
+    );
+}
+
+/// The `codex_apps` server's catalog entry for `send_email`, by the `gmail`
+/// connector.
+const APPS_CATALOG_META: &str = r#"{"connector_id":"gmail","connector_name":"Gmail"}"#;
+
+/// A strict approval request of the `codex_apps` server with these members
+/// after the opt-in and the marker.
+fn apps_meta(rest: &str) -> String {
+    approval(&format!(r#""codex_strict_auto_review":true,{rest}"#))
+}
+
+/// The usual claims: `send_email` by `gmail`, naming the call `7`.
+const APPS_CLAIMS: &str =
+    r#""tool_name":"send_email","connector_id":"gmail","_codex_apps":{"call_id":"7"}"#;
+
+fn apps_input(meta: &str) -> Input<'_> {
+    Input {
+        server_name: CODEX_APPS_SERVER,
+        catalog: listed("send_email", Some(APPS_CATALOG_META)),
+        ..input(Some(meta))
+    }
+}
+
+fn apps_call(id: Option<&'static str>) -> RelatedCall<'static> {
+    RelatedCall {
+        qualified_name: "codex_apps__send_email",
+        id,
+        ..tool_call("send_email", None)
+    }
+}
+
+const SEND_ALLOWED: &str = r#"{"allow":[{"tool":"send_email"}]}"#;
+
+#[test]
+fn a_strict_codex_apps_review_that_names_the_agents_call_is_reviewed() {
+    let meta = apps_meta(APPS_CLAIMS);
+    let view = apps_input(&meta);
+    // An integer id is named by its digits, a string id by its string.
+    for id in ["7", r#""7""#] {
+        let call = apps_call(Some(id));
+        let verdict = review_with_call(SEND_ALLOWED, &view, Some(&call));
+        assert_eq!(verdict.decision, Decision::Accept("{}".to_owned()), "{id}");
+        assert_eq!(
+            verdict
+                .request
+                .as_ref()
+                .and_then(ReviewedCall::connector_name),
+            Some("Gmail")
+        );
+        // Where the rules leave it open, the model decides.
+        let (verdict, asked) =
+            with_model("{}", &view, Some(&call), answer(r#"{"outcome":"allow"}"#));
+        assert_eq!(asked.len(), 1);
+        assert_eq!(verdict.decision, Decision::Accept("{}".to_owned()));
+    }
+    // A call id that is any other string names a string id exactly.
+    let meta = apps_meta(
+        r#""tool_name":"send_email","connector_id":"gmail","_codex_apps":{"call_id":"call_9 x"}"#,
+    );
+    let call = apps_call(Some(r#""call_9 x""#));
+    assert_eq!(
+        review_with_call(SEND_ALLOWED, &apps_input(&meta), Some(&call)).decision,
+        Decision::Accept("{}".to_owned())
+    );
+    // No connector on either side binds too.
+    let meta = apps_meta(r#""tool_name":"send_email","_codex_apps":{"call_id":"7"}"#);
+    let mut view = apps_input(&meta);
+    view.catalog = listed("send_email", None);
+    assert_eq!(
+        review_with_call(SEND_ALLOWED, &view, Some(&apps_call(Some("7")))).decision,
+        Decision::Accept("{}".to_owned())
+    );
+}
+
+#[test]
+fn a_strict_codex_apps_review_that_does_not_name_the_agents_call_is_the_strict_decline() {
+    let resource_read = RelatedCall {
+        kind: CallKind::ResourceRead,
+        ..apps_call(Some("7"))
+    };
+    let calls = [
+        Some(apps_call(Some("7"))),
+        Some(apps_call(Some("8"))),
+        Some(apps_call(None)),
+        Some(apps_call(Some("7.0"))),
+        Some(apps_call(Some(r#""07""#))),
+        Some(apps_call(Some("not json"))),
+        Some(resource_read),
+        None,
+    ];
+    // (claims, catalog, which related calls it names)
+    let bound = [true, false, false, false, false, false, false, false];
+    let none = [false; 8];
+    let good = listed("send_email", Some(APPS_CATALOG_META));
+    let cases: Vec<(&str, Catalog<'_>, [bool; 8])> = vec![
+        (APPS_CLAIMS, good, bound),
+        // No call id, or one that is not a string in an object.
+        (
+            r#""tool_name":"send_email","connector_id":"gmail""#,
+            good,
+            none,
+        ),
+        (
+            r#""tool_name":"send_email","connector_id":"gmail","_codex_apps":{"call_id":7}"#,
+            good,
+            none,
+        ),
+        (
+            r#""tool_name":"send_email","connector_id":"gmail","_codex_apps":"7""#,
+            good,
+            none,
+        ),
+        (
+            r#""tool_name":"send_email","connector_id":"gmail","_codex_apps":{"call_id":" 7"}"#,
+            good,
+            none,
+        ),
+        // The tool is not exactly the agent's.
+        (
+            r#""tool_name":" send_email","connector_id":"gmail","_codex_apps":{"call_id":"7"}"#,
+            good,
+            none,
+        ),
+        (
+            r#""tool_name":"read_inbox","connector_id":"gmail","_codex_apps":{"call_id":"7"}"#,
+            good,
+            none,
+        ),
+        // The connector is not exactly the registered tool's.
+        (
+            r#""tool_name":"send_email","connector_id":" gmail","_codex_apps":{"call_id":"7"}"#,
+            good,
+            none,
+        ),
+        (
+            r#""tool_name":"send_email","connector_id":"drive","_codex_apps":{"call_id":"7"}"#,
+            good,
+            none,
+        ),
+        (
+            r#""tool_name":"send_email","_codex_apps":{"call_id":"7"}"#,
+            good,
+            none,
+        ),
+        // The registered tool's connector is unknown.
+        (APPS_CLAIMS, Catalog::Unavailable, none),
+        (APPS_CLAIMS, Catalog::NotListed, none),
+        (APPS_CLAIMS, listed("send_email", Some("[]")), none),
+    ];
+    for (claims, catalog, names) in cases {
+        let meta = apps_meta(claims);
+        let mut view = apps_input(&meta);
+        view.catalog = catalog;
+        for (call, named) in calls.iter().zip(names) {
+            let verdict = review_with_model(SEND_ALLOWED, &view, call.as_ref(), unasked);
+            assert_eq!(
+                verdict,
+                review_with_call(SEND_ALLOWED, &view, call.as_ref())
+            );
+            if named {
+                assert_eq!(verdict.decision, Decision::Accept("{}".to_owned()));
+            } else {
+                assert!(
+                    is_strict_decline(&verdict) && verdict.request.is_none(),
+                    "{claims} / {catalog:?} / {call:?}: {verdict:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn codex_apps_call_ids_are_read_only_for_codex_apps_under_strict_review() {
+    // `codex_apps` outside strict review (no marker, or `false`): no call id,
+    // no related call, reviewed.
+    for marker in ["", r#""codex_strict_auto_review":false,"#] {
+        let meta = approval(&format!(
+            r#"{marker}"tool_name":"send_email","connector_id":"gmail""#
+        ));
+        let verdict = review_with_call(SEND_ALLOWED, &apps_input(&meta), None);
+        assert_eq!(
+            verdict.decision,
+            Decision::Accept("{}".to_owned()),
+            "{marker}"
+        );
+    }
+    // Another server under strict review: the call id is not read, whether
+    // absent or naming another call.
+    for claims in [
+        r#""tool_name":"send_email""#,
+        r#""tool_name":"send_email","_codex_apps":{"call_id":"999"}"#,
+    ] {
+        let meta = apps_meta(claims);
+        let view = input(Some(&meta));
+        for call in [None, Some(apps_call(Some("7")))] {
+            let verdict = review_with_call(SEND_ALLOWED, &view, call.as_ref());
+            assert_eq!(
+                verdict.decision,
+                Decision::Accept("{}".to_owned()),
+                "{claims}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_codex_apps_call_that_names_the_agents_call_still_gets_the_related_call_check() {
+    let meta = apps_meta(&format!(
+        r#"{APPS_CLAIMS},"tool_params":{{"to":"bob@example.com"}}"#
+    ));
+    let call = RelatedCall {
+        arguments: Some(r#"{"to":"eve@example.com"}"#),
+        ..apps_call(Some("7"))
+    };
+    let verdict = review_with_model(SEND_ALLOWED, &apps_input(&meta), Some(&call), unasked);
+    assert!(is_mismatch(&verdict), "{verdict:?}");
+}
+
+// --- the reviewed call as Codex's planned action ---------------------------
+
+#[test]
+fn the_reviewed_call_is_described_as_codexs_planned_action() {
+    let meta = approval(
+        r#""tool_name":"read_file","tool_title":" Shown? ","connector_id":"drive","connector_name":"Claimed","tool_params":{"path":"a.md"}"#,
+    );
+    let mut view = input(Some(&meta));
+    view.catalog = Catalog::Listed(CatalogTool {
+        name: "read_file",
+        title: Some("Read file"),
+        description: Some("  "),
+        annotations: Annotations {
+            read_only: Some(true),
+            destructive: None,
+            open_world: Some(false),
+        },
+        meta: Some(r#"{"connector_id":"drive","connector_name":"Drive"}"#),
+    });
+    let verdict = review("{}", &view);
+    let call = verdict.request.as_ref().expect("a reviewed call");
+    let text = model_review::planned_action_for(call, None).unwrap();
+    let action: Value = serde_json::from_str(&text).unwrap();
+    // `tool`, no id, no nulls for what is absent, snake_case hints, the
+    // catalog's values over the server's claims.
+    assert_eq!(
+        action,
+        json!({
+            "tool": "mcp_tool_call",
+            "server": "docs",
+            "tool_name": "read_file",
+            "arguments": {"path": "a.md"},
+            "connector_id": "drive",
+            "connector_name": "Drive",
+            "tool_title": "Read file",
+            "annotations": {"open_world_hint": false, "read_only_hint": true}
+        })
+    );
+    for absent in ["\"id\"", "null", "mcp_elicitation:", "Hint\""] {
+        assert!(!text.contains(absent), "{absent} in {text}");
+    }
+    // With a related call, its arguments, as the model is shown.
+    let call_meta = approval(r#""tool_name":"read_file","connector_id":"drive""#);
+    let mut view = input(Some(&call_meta));
+    view.catalog = listed("read_file", Some(r#"{"connector_id":"drive"}"#));
+    let related = tool_call("read_file", Some(r#"{"path":"b.md"}"#));
+    let verdict = review_with_call(r#"{"allow":[{"tool":"read_file"}]}"#, &view, Some(&related));
+    let text = model_review::planned_action_for(verdict.request.as_ref().unwrap(), Some(&related))
+        .unwrap();
+    let action: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(action["arguments"], json!({"path": "b.md"}));
 }

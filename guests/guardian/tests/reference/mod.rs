@@ -1,7 +1,14 @@
 //! The guardian's decision logic as it was before the review path was made
 //! faster (`_meta` and schemas read into `serde_json::Value`, the tool call
-//! serialised on every review, patterns compiled on every match), kept
-//! verbatim as the reference the current logic must agree with.
+//! serialised on every review, patterns compiled on every match), kept as
+//! the reference the current logic must agree with. It was kept verbatim
+//! until issue 16 brought the guardian closer to Codex; it follows those
+//! changes in the same straightforward style: a strict marker of `false`
+//! takes the normal path, `persist` matters only to strict review, identity
+//! is compared with the catalog on the raw strings, an unreadable config is
+//! Codex's review-failed denial, and the reviewed call is described as
+//! Codex's planned action (no id, `tool`, absent fields left out, snake_case
+//! hints; the corpus has no string long enough to be truncated).
 
 #![allow(dead_code)]
 
@@ -11,8 +18,7 @@
 //! The order of checks is the contract with agents that rely on Codex's
 //! behaviour; `host/conformance/suites/guardian/` holds one case per branch.
 
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use gatehouse_guardian::input::{
     Annotations, Catalog, Decision, Input, Mode, Policy, Reviewer, Risk,
@@ -20,7 +26,8 @@ use gatehouse_guardian::input::{
 use serde::Deserialize;
 use wildmatch::WildMatch;
 
-/// The verdict as the reference computed it, with the tool call as JSON.
+/// The verdict as the reference computed it, with the tool call as Codex's
+/// planned action.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
     pub decision: Decision,
@@ -37,7 +44,8 @@ pub const REQUEST_TYPE_APPROVAL: &str = "approval_request";
 pub const APPROVAL_KIND_KEY: &str = "codex_approval_kind";
 /// The only reviewable approval kind.
 pub const APPROVAL_KIND_TOOL_CALL: &str = "mcp_tool_call";
-/// `_meta` key: strict review; must be exactly JSON `true`.
+/// `_meta` key: strict review: `true` asks, `false` does not, anything else
+/// fails closed.
 pub const STRICT_KEY: &str = "codex_strict_auto_review";
 /// `_meta` key: a request to remember the approval.
 pub const PERSIST_KEY: &str = "persist";
@@ -67,6 +75,7 @@ pub fn review(config: &str, input: &Input<'_>) -> Verdict {
     };
     if let Some(meta) = &meta
         && let Some(marker) = meta.get(STRICT_KEY)
+        && *marker != Value::Bool(false)
     {
         return strict_review(config, input, meta, marker);
     }
@@ -103,13 +112,7 @@ pub fn review(config: &str, input: &Input<'_>) -> Verdict {
         Step::Decline(why) => return decline_quietly(why.to_owned()),
         Step::Request(request) => request,
     };
-    if meta
-        .as_ref()
-        .is_some_and(|meta| meta.contains_key(PERSIST_KEY))
-    {
-        return defer("a request to remember the approval is left to the user");
-    }
-    match bind_identity(request, input.catalog) {
+    match bind_identity(request, meta.as_ref(), input.catalog) {
         Ok(request) => assess(config, &request),
         Err(why) => decline_quietly(why.to_owned()),
     }
@@ -118,7 +121,7 @@ pub fn review(config: &str, input: &Input<'_>) -> Verdict {
 /// Assesses the request and attaches it to the verdict.
 fn assess(config: &str, request: &ToolCallReview) -> Verdict {
     let mut verdict = assess_risk(config, request);
-    verdict.request = serde_json::to_value(request).ok();
+    verdict.request = Some(planned_action(request));
     verdict
 }
 
@@ -130,7 +133,7 @@ fn strict_review(
 ) -> Verdict {
     if *marker != Value::Bool(true) {
         return strict_decline(format!(
-            "{STRICT_KEY} must be exactly JSON true, got {marker}"
+            "{STRICT_KEY} must be exactly JSON true to ask for strict review (false for none), got {marker}"
         ));
     }
     if input.reviewer != Reviewer::AutoReview {
@@ -147,7 +150,7 @@ fn strict_review(
         Step::NotRequested(why) | Step::Decline(why) => return strict_decline(why.to_owned()),
         Step::Request(request) => request,
     };
-    match bind_identity(request, input.catalog) {
+    match bind_identity(request, Some(meta), input.catalog) {
         Ok(request) => assess(config, &request),
         Err(why) => strict_decline(why.to_owned()),
     }
@@ -160,11 +163,10 @@ fn routes_to_automated_review(policy: Policy, reviewer: Reviewer) -> bool {
         && reviewer == Reviewer::AutoReview
 }
 
-/// A tool call put to review: what Codex hands its reviewer model. The rules
-/// read a part of it; all of it is returned in [`Verdict::request`] for the log.
-#[derive(Debug, Serialize)]
+/// A tool call put to review. The rules read a part of it; all of it is
+/// returned in [`Verdict::request`] for the log, as [`planned_action`].
+#[derive(Debug)]
 struct ToolCallReview {
-    id: String,
     server: String,
     tool_name: String,
     arguments: Value,
@@ -173,8 +175,43 @@ struct ToolCallReview {
     connector_description: Option<String>,
     tool_title: Option<String>,
     tool_description: Option<String>,
-    #[serde(skip_serializing_if = "Annotations::is_empty")]
     annotations: Annotations,
+}
+
+/// Codex's planned action of the call: `tool`, the fields present, the
+/// hints in snake_case.
+fn planned_action(request: &ToolCallReview) -> Value {
+    let mut action = json!({
+        "tool": "mcp_tool_call",
+        "server": request.server,
+        "tool_name": request.tool_name,
+        "arguments": request.arguments,
+    });
+    for (key, value) in [
+        ("connector_id", &request.connector_id),
+        ("connector_name", &request.connector_name),
+        ("connector_description", &request.connector_description),
+        ("tool_title", &request.tool_title),
+        ("tool_description", &request.tool_description),
+    ] {
+        if let Some(value) = value {
+            action[key] = json!(value);
+        }
+    }
+    let mut hints = Map::new();
+    for (key, hint) in [
+        ("destructive_hint", request.annotations.destructive),
+        ("open_world_hint", request.annotations.open_world),
+        ("read_only_hint", request.annotations.read_only),
+    ] {
+        if let Some(hint) = hint {
+            hints.insert(key.to_owned(), json!(hint));
+        }
+    }
+    if !hints.is_empty() {
+        action["annotations"] = Value::Object(hints);
+    }
+    action
 }
 
 enum Step {
@@ -215,7 +252,6 @@ fn review_request(input: &Input<'_>, meta: Option<&Map<String, Value>>) -> Step 
         None => Value::Object(Map::new()),
     };
     Step::Request(Box::new(ToolCallReview {
-        id: format!("mcp_elicitation:{}:{}", input.server_name, input.request_id),
         server: input.server_name.to_owned(),
         tool_name,
         arguments,
@@ -229,9 +265,11 @@ fn review_request(input: &Input<'_>, meta: Option<&Map<String, Value>>) -> Step 
 }
 
 /// Replaces what the server claims about the tool with what its catalog says,
-/// and refuses a request whose tool or connector does not match the catalog.
+/// and refuses a request whose tool or connector (as `meta` spells them,
+/// untrimmed) is not exactly the catalog's.
 fn bind_identity(
     mut request: Box<ToolCallReview>,
+    meta: Option<&Map<String, Value>>,
     catalog: Catalog<'_>,
 ) -> Result<Box<ToolCallReview>, &'static str> {
     const MISMATCH: &str = "identity does not match the tool catalog";
@@ -240,15 +278,15 @@ fn bind_identity(
         Catalog::NotListed => return Err(MISMATCH),
         Catalog::Listed(tool) => tool,
     };
-    if tool.name != request.tool_name {
+    let claimed = |key: &str| meta.and_then(|meta| text(meta, key));
+    if claimed(TOOL_NAME_KEY) != Some(tool.name) {
         return Err(MISMATCH);
     }
     let tool_meta = match tool.meta.map(parse_object).transpose() {
         Ok(meta) => meta.unwrap_or_default(),
         Err(_) => return Err(MISMATCH),
     };
-    let catalog_connector = trimmed(&tool_meta, CONNECTOR_ID_KEY);
-    if catalog_connector != request.connector_id {
+    if claimed(CONNECTOR_ID_KEY) != text(&tool_meta, CONNECTOR_ID_KEY) {
         return Err(MISMATCH);
     }
     request.connector_name = trimmed(&tool_meta, CONNECTOR_NAME_KEY);
@@ -263,7 +301,17 @@ fn bind_identity(
 fn assess_risk(config: &str, request: &ToolCallReview) -> Verdict {
     let config = match Config::parse(config) {
         Ok(config) => config,
-        Err(error) => return decline_quietly(error),
+        Err(error) => {
+            let reason = format!("Automatic approval review failed: {error}");
+            return Verdict {
+                decision: Decision::Decline(Some(format!(
+                    "This action was rejected due to unacceptable risk.\nReason: {reason}\n{DEFAULT_DENIAL_INSTRUCTIONS}"
+                ))),
+                rationale: Some(reason),
+                risk: Some(Risk::High),
+                request: None,
+            };
+        }
     };
     let (server, tool) = (request.server.as_str(), request.tool_name.as_str());
     let subject = describe(request);
