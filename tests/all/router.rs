@@ -312,9 +312,10 @@ async fn never_and_granular_short_cut_before_the_chain() {
         ..ElicitationSettings::default()
     };
     let setup = setup("{}", settings, Arc::new(NoPerson));
-    // never + auto-approved prompts + empty form: accepted without review.
+    // never + auto-approved prompts + empty form: accepted without review,
+    // with no `_meta` (Codex `session_mcp.rs` lines 811-815).
     let accepted = call(&setup, "git__elicit_raw", approval("anything", json!({}))).await;
-    assert!(accepted.contains(r#""action":"accept""#), "{accepted}");
+    assert_eq!(accepted, r#"[git] {"action":"accept","content":{}}"#);
     // never + a form with properties: declined.
     let declined = call(&setup, "git__ask_name", json!({})).await;
     assert!(declined.contains("decline"), "{declined}");
@@ -345,6 +346,60 @@ async fn never_and_granular_short_cut_before_the_chain() {
         audit_lines(&setup.audit)[0]["reason"],
         "granular policy without mcp_elicitations"
     );
+}
+
+/// Strict review is refused unreviewed only by an explicit `granular`
+/// denial (Codex's elicitation manager answers it before its reviewer: its
+/// test `strict_auto_review_respects_explicit_elicitation_denials`) or by
+/// the server's own `user` reviewer; the global `user` reviewer does not
+/// count (Codex `session_mcp.rs` lines 751-757 default to `AutoReview`,
+/// where the ordinary path, lines 825-831, passes the global setting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_review_heeds_granular_denials_and_only_the_servers_own_reviewer() {
+    use gatehouse_core::context::{ApprovalPolicy, ApprovalsReviewer, GranularPolicy};
+    let strict = || approval("elicit_raw", json!({"codex_strict_auto_review": true}));
+    let strict_decline = r#"[git] {"action":"decline","_meta":{"approvals_reviewer":"auto_review","message":"Automated review of this operation failed. Do not proceed without asking the user for explicit approval."}}"#;
+
+    let granular = setup_again(ElicitationSettings {
+        approval_policy: ApprovalPolicy::Granular(GranularPolicy {
+            mcp_elicitations: false,
+            ..GranularPolicy::default()
+        }),
+        ..ElicitationSettings::default()
+    });
+    assert_eq!(
+        call(&granular, "git__elicit_raw", strict()).await,
+        strict_decline
+    );
+    let lines = audit_lines(&granular.audit);
+    assert_eq!(lines[0]["decided_by"], "policy");
+    assert_eq!(lines[0]["steps"].as_array().map(Vec::len), Some(0));
+
+    let global_user = setup_again(ElicitationSettings {
+        approvals_reviewer: ApprovalsReviewer::User,
+        ..ElicitationSettings::default()
+    });
+    let reviewed = call(&global_user, "git__elicit_raw", strict()).await;
+    assert_eq!(
+        reviewed,
+        r#"[git] {"action":"accept","content":{},"_meta":{"approvals_reviewer":"auto_review"}}"#
+    );
+    assert_eq!(audit_lines(&global_user.audit)[0]["decided_by"], "guest");
+
+    let mut settings = ElicitationSettings::default();
+    settings.servers.insert(
+        "git".to_owned(),
+        gatehouse_mcp::router::ServerOverrides {
+            approvals_reviewer: Some(ApprovalsReviewer::User),
+            ..Default::default()
+        },
+    );
+    let server_user = setup_again(settings);
+    assert_eq!(
+        call(&server_user, "git__elicit_raw", strict()).await,
+        strict_decline
+    );
+    assert_eq!(audit_lines(&server_user.audit)[0]["decided_by"], "policy");
 }
 
 fn setup_again(settings: ElicitationSettings) -> Setup {
@@ -595,7 +650,7 @@ async fn an_accept_that_cannot_be_audited_is_never_sent() {
         // The chain accepts (the same chain with a working log does:
         // `the_guardian_approves_what_its_rules_allow`).
         let by_chain = ask("git__delete_branch", json!({"branch": "topic"})).await;
-        assert!(!by_chain.contains("accept"), "{mode}: {by_chain}");
+        assert!(!by_chain.contains("answered: accept"), "{mode}: {by_chain}");
         assert!(by_chain.contains("answered: decline"), "{mode}: {by_chain}");
         // The person accepts.
         let by_person = ask("git__ask_name", json!({})).await;

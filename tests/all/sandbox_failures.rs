@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gatehouse_core::answer::{Action, REVIEW_FAILED_MESSAGE, TIMEOUT_MESSAGE};
+use gatehouse_core::answer::{Action, TIMEOUT_MESSAGE, review_failed_message};
 use gatehouse_core::chain::{Chain, ChainLink, OnFailure, Verdict};
 use gatehouse_core::context::ReviewContext;
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
@@ -92,7 +92,7 @@ fn memory_bomb_hits_the_memory_cap() {
         "test_guest_grow_memory",
         &approval_request(),
         "memory",
-        REVIEW_FAILED_MESSAGE,
+        &review_failed_message("memory"),
     );
 }
 
@@ -102,7 +102,7 @@ fn panic_is_a_trap_and_its_message_is_captured() {
         "test_guest_trap",
         &approval_request(),
         "trap",
-        REVIEW_FAILED_MESSAGE,
+        &review_failed_message("trap"),
     );
     let sandbox = sandbox();
     let report = load(&sandbox, "test_guest_trap").review("{}", &approval_request());
@@ -122,7 +122,7 @@ fn endless_recursion_overflows_the_stack() {
         "test_guest_deep_recursion",
         &approval_request(),
         "stack-overflow",
-        REVIEW_FAILED_MESSAGE,
+        &review_failed_message("stack-overflow"),
     );
 }
 
@@ -132,7 +132,7 @@ fn huge_output_is_refused() {
         "test_guest_huge_output",
         &approval_request(),
         "output-too-large",
-        REVIEW_FAILED_MESSAGE,
+        &review_failed_message("output-too-large"),
     );
 }
 
@@ -161,7 +161,7 @@ fn content_that_is_not_json_is_refused() {
         "test_guest_bad_json",
         &approval_request(),
         "invalid-content",
-        REVIEW_FAILED_MESSAGE,
+        &review_failed_message("invalid-content"),
     );
 }
 
@@ -171,7 +171,7 @@ fn url_accept_with_content_is_refused() {
         "test_guest_url_content",
         &url_request(),
         "url-content",
-        REVIEW_FAILED_MESSAGE,
+        &review_failed_message("url-content"),
     );
 }
 
@@ -184,7 +184,7 @@ fn content_that_breaks_the_schema_is_refused() {
         "test_guest_url_content",
         &form_request(schema),
         "schema-mismatch",
-        REVIEW_FAILED_MESSAGE,
+        &review_failed_message("schema-mismatch"),
     );
 }
 

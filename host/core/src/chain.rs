@@ -148,6 +148,16 @@ impl ChainReport {
         }
     }
 
+    /// The MCP answer to `request`, the request this report reviewed:
+    /// [`ChainReport::answer`] as Codex sends it for that request
+    /// ([`ElicitAnswer::for_request`]: under approval policy `never`, an
+    /// accept of a request that does not ask for strict review carries no
+    /// `_meta`). A host that puts such requests to its modules rather than
+    /// answering them itself wants this one.
+    pub fn answer_for(&self, request: &ReviewRequest) -> Option<ElicitAnswer> {
+        self.answer().map(|answer| answer.for_request(request))
+    }
+
     /// The report of the module that decided or failed, if any.
     pub fn deciding_step(&self) -> Option<&ModuleReport> {
         match &self.verdict {

@@ -482,7 +482,7 @@ fn print_text(path: &Path, request: &ReviewRequest, report: &ChainReport) {
             println!("    model call {}: {}", index + 1, model_call_summary(call));
         }
     }
-    match report.answer() {
+    match report.answer_for(request) {
         Some(answer) => println!("  answer: {}", Escaped(&answer.to_wire().to_string())),
         None => println!("  answer: none; every module deferred: the person decides"),
     }
@@ -584,7 +584,7 @@ fn json_report(path: &Path, request: &ReviewRequest, report: &ChainReport) -> Va
         "request": path.display().to_string(),
         "steps": steps_json(report),
         "verdict": verdict,
-        "answer": report.answer().map(|answer| answer.to_wire()),
+        "answer": report.answer_for(request).map(|answer| answer.to_wire()),
     });
     if let Some(call) = &request.context().related_call {
         value["related_call"] = json!(call);

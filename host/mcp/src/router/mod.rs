@@ -1,7 +1,9 @@
 //! The elicitation router: every elicitation a server sends, in Codex's
-//! routing order (auto-deny; strict review; `never` and `granular`
-//! short-cuts; the chain of modules; else the person), answered exactly once
-//! and recorded in the audit log before the answer leaves.
+//! routing order (auto-deny; strict review, which only an explicit
+//! `granular` denial or the server's own `user` reviewer refuses unreviewed;
+//! `never` and `granular` short-cuts; the chain of modules; else the
+//! person), answered exactly once and recorded in the audit log before the
+//! answer leaves.
 //!
 //! By job: the [`Router`] here orchestrates (the registries, the chain on a
 //! blocking thread under its watchdog, the audit line); `policy` decides
@@ -381,7 +383,10 @@ impl Router {
         match policy::route(&settings, &params) {
             Route::Settled { answer, reason } => Decided::new(answer, DecidedBy::Policy, reason),
             Route::Strict => {
-                let request = self.review_request(elicitation, params, &settings, tie.binding);
+                // The reviewer in force for a strict request is the server's
+                // own setting, else auto_review (`Effective::strict_reviewer`).
+                let strict = settings.for_strict_review();
+                let request = self.review_request(elicitation, params, &strict, tie.binding);
                 let report = self
                     .run_chain(&request, &elicitation.cancelled, tie.replaced.as_ref())
                     .await;

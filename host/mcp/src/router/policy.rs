@@ -4,15 +4,32 @@
 //! clock, no async runtime. The [`Router`](super::Router) does what these
 //! say (runs the chain, asks the person, writes the audit line).
 //!
-//! Codex's routing order, first match wins ([`route`]):
+//! Codex's routing order, first match wins ([`route`]); the line numbers
+//! are those of Codex's `session_mcp.rs` (the behavioural reference):
 //!
 //! 1. `auto_deny` → decline at once.
-//! 2. `_meta` carries [`STRICT_KEY`] (any value) → strict review: the chain
-//!    runs and only a canonical automated answer passes ([`strict`]);
-//!    anything else is the strict decline. The person is never asked.
-//! 3. `approval_policy = "never"` → an empty form is accepted with `{}`
-//!    when prompts are auto-approved; everything else is declined.
-//! 4. `granular` without `mcp_elicitations` → decline.
+//! 2. `_meta` carries [`STRICT_KEY`] with any value but `false` → strict
+//!    review (lines 696-794), the person never asked. JSON `true` asks for
+//!    it; `false` takes the ordinary path (seed lines 696-702 read only
+//!    `true`); any other value fails closed in strict review, as Codex's
+//!    elicitation manager does (its test
+//!    `strict_auto_review_fails_closed_without_a_canonical_decision`):
+//!    - under `granular` without `mcp_elicitations` → the strict decline,
+//!      unreviewed: Codex's elicitation manager answers the explicit denial
+//!      before its reviewer runs, strict or not (see `strict_route`);
+//!    - the server's own `approvals_reviewer` is `user` → the strict
+//!      decline, unreviewed (lines 751-757, 763); the global
+//!      `approvals_reviewer` does not count
+//!      ([`Effective::strict_reviewer`]);
+//!    - otherwise the chain runs with `auto_review` as the reviewer and only
+//!      a canonical automated answer passes ([`strict`]); anything else is
+//!      the strict decline.
+//! 3. `approval_policy = "never"` → an empty form is accepted with `{}` and
+//!    no `_meta` when prompts are auto-approved (lines 797-816); everything
+//!    else is declined with `_meta.approvals_reviewer` (lines 817,
+//!    1036-1041).
+//! 4. `granular` without `mcp_elicitations` → the same decline (lines
+//!    819-821).
 //! 5. `on-request` or `granular` with `approvals_reviewer = "auto_review"`
 //!    → the chain; what it leaves undecided goes to the person
 //!    ([`after_chain`]).
@@ -30,7 +47,7 @@ use serde_json::Value;
 use super::settings::{Effective, Unhandled};
 use crate::audit::{AuditStep, DecidedBy};
 use crate::handler::Delivery;
-use gatehouse_core::answer::{Action, ElicitAnswer, REVIEW_FAILED_MESSAGE};
+use gatehouse_core::answer::{ElicitAnswer, STRICT_DECLINE_MESSAGE};
 use gatehouse_core::chain::{ChainReport, Verdict};
 use gatehouse_core::context::ApprovalPolicy;
 use gatehouse_core::context::ApprovalsReviewer;
@@ -38,7 +55,7 @@ use gatehouse_core::elicitation::{Elicitation, ElicitationParams, ParamsError};
 use gatehouse_core::outcome::Decision;
 
 /// `_meta` key asking for strict automated review.
-pub const STRICT_KEY: &str = "codex_strict_auto_review";
+pub const STRICT_KEY: &str = gatehouse_core::answer::STRICT_AUTO_REVIEW_KEY;
 
 /// The module name of an audit step the router wrote itself.
 pub const ROUTER_STEP: &str = "gatehouse:router";
@@ -149,19 +166,16 @@ pub(super) fn route(settings: &Effective, params: &ElicitationParams) -> Route {
     let strict = params
         .meta
         .as_ref()
-        .is_some_and(|meta| meta.contains_key(STRICT_KEY));
+        .and_then(|meta| meta.get(STRICT_KEY))
+        .is_some_and(|marker| *marker != Value::Bool(false));
     if strict {
-        return Route::Strict;
+        return strict_route(settings);
     }
     match settings.approval_policy {
         ApprovalPolicy::Never => {
             return if settings.auto_approve_prompts && is_empty_form(&params.elicitation) {
                 Route::Settled {
-                    answer: ElicitAnswer {
-                        action: Action::Accept,
-                        content: Some(Value::Object(serde_json::Map::new())),
-                        meta: None,
-                    },
+                    answer: ElicitAnswer::auto_approved(),
                     reason: "approval policy never, prompts auto-approved",
                 }
             } else {
@@ -192,6 +206,42 @@ pub(super) fn route(settings: &Effective, params: &ElicitationParams) -> Route {
     }
 }
 
+/// Where a strict request goes: the strict decline, unreviewed, when the
+/// settings forbid its review; else the chain ([`Route::Strict`], run under
+/// [`Effective::for_strict_review`]).
+///
+/// - `granular` without `mcp_elicitations` forbids it. Codex's strict
+///   branch (seed lines 696-794) comes before its policy match (lines
+///   795-824) inside the reviewer, but Codex's elicitation manager, which
+///   calls that reviewer, answers an explicitly denied category first: its
+///   test `strict_auto_review_respects_explicit_elicitation_denials`
+///   expects the strict decline with the reviewer never called, while under
+///   `never` (not an explicit denial of the category) the strict request is
+///   still reviewed and approved.
+/// - The reviewer for the request being `user` forbids it: seed lines
+///   751-757 ask for the reviewer with `AutoReview` as the default (not the
+///   session's setting, which the ordinary path passes at lines 825-831) and
+///   answer nothing, the strict decline, unless it comes out `AutoReview`.
+///   Only the server's own override can make it `user` here
+///   ([`Effective::strict_reviewer`]).
+fn strict_route(settings: &Effective) -> Route {
+    if let ApprovalPolicy::Granular(flags) = settings.approval_policy
+        && !flags.mcp_elicitations
+    {
+        return Route::Settled {
+            answer: strict_decline(),
+            reason: "strict review refused: the granular policy does not allow mcp_elicitations",
+        };
+    }
+    if settings.strict_reviewer() == ApprovalsReviewer::User {
+        return Route::Settled {
+            answer: strict_decline(),
+            reason: "strict review refused: this server's approvals_reviewer is user",
+        };
+    }
+    Route::Strict
+}
+
 /// A form that asks for nothing (no or empty `properties`): what
 /// auto-approved prompts accept under `approval_policy = "never"`.
 fn is_empty_form(elicitation: &Elicitation) -> bool {
@@ -203,10 +253,20 @@ fn is_empty_form(elicitation: &Elicitation) -> bool {
                 .is_none_or(|properties| properties.is_empty()))
 }
 
-/// Codex's decline for a policy that forbids asking.
+/// Codex's decline for a policy that forbids asking: no message, but
+/// `_meta.approvals_reviewer = "auto_review"` (seed lines 817, 820,
+/// 1036-1041).
 fn automated_decline() -> ElicitAnswer {
     ElicitAnswer::automated(&Decision::Decline { message: None })
         .unwrap_or_else(ElicitAnswer::plain_decline)
+}
+
+/// The strict decline: Codex's review-failed message, marked as automated.
+fn strict_decline() -> ElicitAnswer {
+    ElicitAnswer::automated(&Decision::Decline {
+        message: Some(STRICT_DECLINE_MESSAGE.to_owned()),
+    })
+    .unwrap_or_else(ElicitAnswer::plain_decline)
 }
 
 /// What a chain's report means for an elicitation routed to the chain.
@@ -269,10 +329,7 @@ pub(super) fn strict(report: &ChainReport) -> Decided {
             steps,
         },
         _ => Decided {
-            answer: Ok(ElicitAnswer::automated(&Decision::Decline {
-                message: Some(REVIEW_FAILED_MESSAGE.to_owned()),
-            })
-            .unwrap_or_else(ElicitAnswer::plain_decline)),
+            answer: Ok(strict_decline()),
             by: DecidedBy::Failure,
             reason: "strict review without a canonical answer".to_owned(),
             steps,
@@ -348,6 +405,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use gatehouse_core::answer::Action;
     use gatehouse_core::context::GranularPolicy;
     use gatehouse_core::failure::ReviewFailure;
     use gatehouse_core::outcome::Outcome;
@@ -360,8 +418,37 @@ mod tests {
             auto_deny: false,
             approval_policy,
             approvals_reviewer,
+            server_reviewer: None,
             auto_approve_prompts: false,
         }
+    }
+
+    /// A strict approval request: `codex_strict_auto_review` exactly `true`.
+    fn strict_true() -> ElicitationParams {
+        form(
+            json!({}),
+            json!({"codex_strict_auto_review": true, "codex_request_type": "approval_request",
+                   "codex_approval_kind": "mcp_tool_call", "tool_name": "deploy"}),
+        )
+    }
+
+    fn granular(mcp_elicitations: bool) -> ApprovalPolicy {
+        ApprovalPolicy::Granular(GranularPolicy {
+            mcp_elicitations,
+            ..GranularPolicy::default()
+        })
+    }
+
+    /// The strict decline as Codex sends it: its review-failed message,
+    /// marked as automated.
+    fn assert_strict_decline(answer: &ElicitAnswer) {
+        assert_eq!(
+            answer.to_wire(),
+            json!({"action": "decline", "_meta": {
+                "approvals_reviewer": "auto_review",
+                "message": STRICT_DECLINE_MESSAGE,
+            }})
+        );
     }
 
     fn on_request() -> Effective {
@@ -385,8 +472,36 @@ mod tests {
         form(json!({"name": {"type": "string"}}), Value::Null)
     }
 
+    /// A strict marker that is neither `true` nor `false`: strict review,
+    /// where it fails closed.
     fn strict_params() -> ElicitationParams {
-        form(json!({}), json!({"codex_strict_auto_review": false}))
+        form(json!({}), json!({"codex_strict_auto_review": "yes"}))
+    }
+
+    #[test]
+    fn a_strict_marker_of_false_takes_the_ordinary_path() {
+        let params = form(json!({}), json!({"codex_strict_auto_review": false}));
+        assert_eq!(
+            route(
+                &settings(ApprovalPolicy::OnRequest, ApprovalsReviewer::AutoReview),
+                &params
+            ),
+            Route::Chain
+        );
+        assert!(matches!(
+            route(
+                &settings(ApprovalPolicy::Never, ApprovalsReviewer::AutoReview),
+                &params
+            ),
+            Route::Settled { .. }
+        ));
+        assert_eq!(
+            route(
+                &settings(ApprovalPolicy::OnRequest, ApprovalsReviewer::AutoReview),
+                &strict_true()
+            ),
+            Route::Strict
+        );
     }
 
     fn decided(decision: Decision) -> ChainReport {
@@ -436,7 +551,7 @@ mod tests {
     }
 
     #[test]
-    fn the_strict_key_wins_over_every_policy_whatever_its_value() {
+    fn the_strict_key_wins_over_every_policy_whatever_its_value_but_false() {
         for policy in [
             ApprovalPolicy::Never,
             ApprovalPolicy::Untrusted,
@@ -448,6 +563,116 @@ mod tests {
                     Route::Strict
                 );
             }
+        }
+    }
+
+    /// Codex: the elicitation manager answers an explicitly denied category
+    /// before its reviewer runs, strict or not (its test
+    /// `strict_auto_review_respects_explicit_elicitation_denials`: the strict
+    /// decline, the reviewer never called), although the seed's strict
+    /// branch (`session_mcp.rs` lines 696-794) comes before its own policy
+    /// match (lines 795-824).
+    #[test]
+    fn strict_review_under_granular_without_mcp_elicitations_is_declined_unreviewed() {
+        for reviewer in [ApprovalsReviewer::AutoReview, ApprovalsReviewer::User] {
+            let Route::Settled { answer, reason } =
+                route(&settings(granular(false), reviewer), &strict_true())
+            else {
+                panic!("settled without review");
+            };
+            assert_strict_decline(&answer);
+            assert_eq!(
+                reason,
+                "strict review refused: the granular policy does not allow mcp_elicitations"
+            );
+        }
+        // With mcp_elicitations, and under `never` (which denies no category
+        // explicitly), the strict request is reviewed.
+        for policy in [granular(true), ApprovalPolicy::Never] {
+            assert_eq!(
+                route(
+                    &settings(policy, ApprovalsReviewer::AutoReview),
+                    &strict_true()
+                ),
+                Route::Strict
+            );
+        }
+    }
+
+    /// Codex `session_mcp.rs` lines 751-757: the strict path asks for the
+    /// reviewer with `AutoReview` as the default, not the session's setting
+    /// (which the ordinary path passes, lines 825-831); only a narrower
+    /// (per-connector; here per-server) setting can make it `user`, and then
+    /// the answer is the strict decline without a review (line 763).
+    #[test]
+    fn strict_review_heeds_only_the_servers_own_reviewer() {
+        // The global reviewer is `user`: still reviewed, as auto_review.
+        let global_user = settings(ApprovalPolicy::OnRequest, ApprovalsReviewer::User);
+        assert_eq!(route(&global_user, &strict_true()), Route::Strict);
+        assert_eq!(
+            global_user.for_strict_review().approvals_reviewer,
+            ApprovalsReviewer::AutoReview
+        );
+        // Only for the strict request: the ordinary one goes to the person.
+        assert!(matches!(
+            route(&global_user, &asks_nothing()),
+            Route::Person { .. }
+        ));
+        // The server's own override to `user`: the strict decline, unreviewed.
+        let server_user = Effective {
+            server_reviewer: Some(ApprovalsReviewer::User),
+            approvals_reviewer: ApprovalsReviewer::User,
+            ..on_request()
+        };
+        let Route::Settled { answer, reason } = route(&server_user, &strict_true()) else {
+            panic!("settled without review");
+        };
+        assert_strict_decline(&answer);
+        assert_eq!(
+            reason,
+            "strict review refused: this server's approvals_reviewer is user"
+        );
+        // The server's own override to `auto_review` wins over a global `user`.
+        let server_auto = Effective {
+            server_reviewer: Some(ApprovalsReviewer::AutoReview),
+            approvals_reviewer: ApprovalsReviewer::AutoReview,
+            ..global_user
+        };
+        assert_eq!(route(&server_auto, &strict_true()), Route::Strict);
+    }
+
+    /// Codex `session_mcp.rs` lines 797-817: under `never` the auto-approved
+    /// accept carries no `_meta` (lines 811-815) and the decline is
+    /// `decline_without_message`, marked `auto_review` (lines 1036-1041);
+    /// `granular` without `mcp_elicitations` declines the same way (line 820).
+    #[test]
+    fn the_never_and_granular_short_cuts_carry_codexs_meta() {
+        let approving = Effective {
+            auto_approve_prompts: true,
+            ..settings(ApprovalPolicy::Never, ApprovalsReviewer::AutoReview)
+        };
+        let Route::Settled { answer, .. } = route(&approving, &asks_nothing()) else {
+            panic!("settled by policy");
+        };
+        assert_eq!(answer.to_wire(), json!({"action": "accept", "content": {}}));
+        for (settings, params) in [
+            (approving, asks_a_name()),
+            (
+                settings(ApprovalPolicy::Never, ApprovalsReviewer::AutoReview),
+                asks_nothing(),
+            ),
+            (
+                settings(granular(false), ApprovalsReviewer::AutoReview),
+                asks_nothing(),
+            ),
+        ] {
+            let Route::Settled { answer, .. } = route(&settings, &params) else {
+                panic!("settled by policy");
+            };
+            assert_eq!(
+                answer.to_wire(),
+                json!({"action": "decline", "_meta": {"approvals_reviewer": "auto_review"}})
+            );
         }
     }
 

@@ -5,7 +5,7 @@
 //! [elicitations]
 //! auto_deny = false                 # decline everything at once, no review
 //! approval_policy = "on-request"    # untrusted | on-request | never | { granular = {...} }
-//! approvals_reviewer = "auto_review" # or "user": everything goes to the person
+//! approvals_reviewer = "auto_review" # or "user": the person answers (strict review excepted)
 //! on_unhandled = "decline"          # what no module and no person decided: decline | cancel
 //! person_timeout_sec = 300          # then the elicitation is cancelled
 //! max_in_flight_per_server = 256    # more at once from one server are declined at once
@@ -13,8 +13,12 @@
 //! audit_sync = "batch"              # always | batch | never: when records are fdatasynced
 //!
 //! [elicitations.servers.github]
-//! approvals_reviewer = "user"
+//! approvals_reviewer = "user"       # this server's strict requests too: declined unreviewed
 //! ```
+//!
+//! A strict request (`_meta.codex_strict_auto_review`) heeds only the
+//! per-server `approvals_reviewer`, never the global one
+//! ([`Effective::strict_reviewer`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -107,10 +111,44 @@ pub struct Effective {
     pub auto_deny: bool,
     /// The approval policy.
     pub approval_policy: ApprovalPolicy,
-    /// Who answers approvals.
+    /// Who answers approvals: the server's override, else the global
+    /// setting.
     pub approvals_reviewer: ApprovalsReviewer,
+    /// The server's own `approvals_reviewer` override
+    /// (`[elicitations.servers.NAME]`), when it has one: the only reviewer
+    /// setting strict review heeds ([`Effective::strict_reviewer`]).
+    pub server_reviewer: Option<ApprovalsReviewer>,
     /// Whether prompts are auto-approved.
     pub auto_approve_prompts: bool,
+}
+
+impl Effective {
+    /// Who answers a strict review (`codex_strict_auto_review`): the
+    /// server's own override, else `auto_review`. The global
+    /// `approvals_reviewer` does not count.
+    ///
+    /// This follows Codex's strict path (seed `session_mcp.rs` lines
+    /// 751-757): it asks `mcp_approvals_reviewer_from_layers` with
+    /// `AutoReview` as the default, where the ordinary path (lines 825-831)
+    /// passes the session's `approvals_reviewer`. The only settings that
+    /// function reads besides that default are the narrower ones, an app's
+    /// (connector's) own reviewer; gatehouse's narrower setting is the
+    /// per-server override, so a server set to `user` gets the strict
+    /// decline unreviewed, and every other strict request is reviewed.
+    pub fn strict_reviewer(&self) -> ApprovalsReviewer {
+        self.server_reviewer
+            .unwrap_or(ApprovalsReviewer::AutoReview)
+    }
+
+    /// The settings a strict review runs under: these, with
+    /// `approvals_reviewer` set to [`Effective::strict_reviewer`], so that the
+    /// modules' review context names the reviewer in force for the request.
+    pub fn for_strict_review(&self) -> Effective {
+        Effective {
+            approvals_reviewer: self.strict_reviewer(),
+            ..*self
+        }
+    }
 }
 
 impl ElicitationSettings {
@@ -123,6 +161,7 @@ impl ElicitationSettings {
             approvals_reviewer: overrides
                 .approvals_reviewer
                 .unwrap_or(self.approvals_reviewer),
+            server_reviewer: overrides.approvals_reviewer,
             auto_approve_prompts: overrides
                 .auto_approve_prompts
                 .unwrap_or(self.auto_approve_prompts),
