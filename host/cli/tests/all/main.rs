@@ -15,6 +15,7 @@ mod paths;
 mod tool_result;
 
 mod cli;
+mod codex_parity;
 mod compile_cache;
 mod discovery;
 mod gateway;
