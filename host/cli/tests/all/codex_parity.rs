@@ -82,6 +82,22 @@ struct Run {
 
 /// Starts `gatehouse serve` with `config`, calls `git__elicit_raw` once per
 /// entry of `calls` (one at a time), and returns what came back.
+/// The one answer is Codex's strict decline, decided by the router's policy.
+fn assert_strict_decline_by_policy(served: &Run) {
+    assert_eq!(
+        served.answers,
+        [json!({"action": "decline", "_meta": {
+            "approvals_reviewer": "auto_review",
+            "message": STRICT_DECLINE,
+        }})]
+    );
+    assert_eq!(
+        served.audit[0]["decided_by"], "policy",
+        "{:?}",
+        served.audit
+    );
+}
+
 async fn serve(dir: &Path, config: &Path, calls: &[Value]) -> Run {
     let asked = Arc::new(AtomicUsize::new(0));
     let client = stdio_client(
@@ -182,18 +198,7 @@ async fn strict_review_under_granular_without_mcp_elicitations_is_declined_unrev
         &[approval(json!({"codex_strict_auto_review": true}))],
     )
     .await;
-    assert_eq!(
-        served.answers,
-        [json!({"action": "decline", "_meta": {
-            "approvals_reviewer": "auto_review",
-            "message": STRICT_DECLINE,
-        }})]
-    );
-    assert_eq!(
-        served.audit[0]["decided_by"], "policy",
-        "{:?}",
-        served.audit
-    );
+    assert_strict_decline_by_policy(&served);
     assert_eq!(
         served.audit[0]["steps"].as_array().map(Vec::len),
         Some(0),
@@ -254,18 +259,7 @@ async fn strict_review_with_the_user_as_reviewer_is_still_reviewed_by_the_chain(
         &[approval(json!({"codex_strict_auto_review": true}))],
     )
     .await;
-    assert_eq!(
-        served.answers,
-        [json!({"action": "decline", "_meta": {
-            "approvals_reviewer": "auto_review",
-            "message": STRICT_DECLINE,
-        }})]
-    );
-    assert_eq!(
-        served.audit[0]["decided_by"], "policy",
-        "{:?}",
-        served.audit
-    );
+    assert_strict_decline_by_policy(&served);
     assert_eq!(
         served.audit[0]["reason"],
         "strict review refused: this server's approvals_reviewer is user"
