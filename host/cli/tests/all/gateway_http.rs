@@ -498,7 +498,9 @@ async fn an_idle_session_expires_and_frees_its_slot() {
     let server = HttpServer::new("127.0.0.1:0", HttpAuth::given(TOKEN).expect("token"))
         .expect("loopback")
         .max_sessions(1)
-        .session_idle_timeout(Duration::from_millis(300));
+        // Long enough that a loaded machine still sends the second
+        // initialize while the first session is alive.
+        .session_idle_timeout(Duration::from_secs(3));
     let listening = server.bind().await.expect("bind");
     let url = listening.url();
     let serving = tokio::spawn(listening.serve(|| Ok(Nothing), std::future::pending()));
