@@ -94,6 +94,14 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     panic!("timed out waiting until {what}");
 }
 
+/// Waits until `model` has been asked `calls` times.
+async fn wait_for_calls(what: &str, model: &Scripted, calls: usize) {
+    wait_until(what, || {
+        model.seen.lock().map(|seen| seen.len()).unwrap_or(0) == calls
+    })
+    .await;
+}
+
 fn message(result: &ElicitResult) -> Value {
     serde_json::to_value(result).unwrap_or(Value::Null)["_meta"]["message"].clone()
 }
@@ -115,10 +123,7 @@ async fn waits_on_a_model_do_not_hold_the_review_pool_and_cancel_ends_them() {
             )
         })
         .collect();
-    wait_until("three reviews wait on the model", || {
-        model.seen.lock().map(|seen| seen.len()).unwrap_or(0) == 3
-    })
-    .await;
+    wait_for_calls("three reviews wait on the model", &model, 3).await;
     // A rule-based review is decided while they wait.
     let fast = router
         .route(elicitation(
@@ -168,10 +173,7 @@ async fn shutdown_ends_model_waits_and_each_is_answered_and_audited() {
         &router,
         elicitation("slow", 1, "delete_branch", CancellationToken::new()),
     );
-    wait_until("the review waits on the model", || {
-        model.seen.lock().map(|seen| seen.len()).unwrap_or(0) == 1
-    })
-    .await;
+    wait_for_calls("the review waits on the model", &model, 1).await;
     router.drain(Duration::from_secs(10)).await;
     assert!(
         waiting.is_finished(),
@@ -231,10 +233,7 @@ async fn a_second_request_with_the_same_id_ends_the_first_ones_model_wait() {
         &router,
         elicitation("slow", 5, "delete_branch", CancellationToken::new()),
     );
-    wait_until("the first review waits on the model", || {
-        model.seen.lock().map(|seen| seen.len()).unwrap_or(0) == 1
-    })
-    .await;
+    wait_for_calls("the first review waits on the model", &model, 1).await;
     let second = router
         .route(elicitation(
             "slow",

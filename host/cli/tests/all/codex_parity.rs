@@ -12,14 +12,14 @@
 //! flight, `git__elicit_raw`, and the guardian declines an approval that names
 //! another tool than that call.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::gateway::{Client, audit, call, stdio_client};
-use crate::paths::{demo_server, gatehouse, guest};
+use crate::gateway::{Client, audit, call, config_with, stdio_client};
+use crate::paths::{gatehouse, guest};
 use crate::tool_result::result_text as text;
 
 /// Codex's strict decline (the `message` of every strict review that did not
@@ -32,25 +32,6 @@ const ALLOW: &str = r#"{ allow = [{ server = "git", tool = "elicit_raw" }] }"#;
 
 /// The guardian denies `elicit_raw`.
 const DENY: &str = r#"{ deny = [{ server = "git", tool = "elicit_raw", reason = "not today" }] }"#;
-
-/// A config with demo-server `git`, the guardian under `guardian_config` (a
-/// TOML value) and `elicitations`, more lines of `[elicitations]` (its
-/// tables, like `[elicitations.servers.git]`, go last).
-fn write_config(dir: &Path, guardian_config: &str, elicitations: &str) -> PathBuf {
-    let path = dir.join("gatehouse.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
-             [[review.modules]]\npath = {guardian:?}\nconfig = {guardian_config}\n\n\
-             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n{elicitations}\n",
-            server = demo_server().display().to_string(),
-            guardian = guest("gatehouse_guardian").display().to_string(),
-        ),
-    )
-    .expect("write config");
-    path
-}
 
 /// `elicit_raw`'s arguments: an approval request for `elicit_raw` (an empty
 /// form with Codex's approval metadata), with `extra` added to its `_meta`.
@@ -140,7 +121,7 @@ async fn strict_review_passes_the_guardians_answer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let allowed = serve(
         dir.path(),
-        &write_config(dir.path(), ALLOW, ""),
+        &config_with(dir.path(), ALLOW, ""),
         &[approval(json!({"codex_strict_auto_review": true}))],
     )
     .await;
@@ -161,7 +142,7 @@ async fn strict_review_passes_the_guardians_answer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let denied = serve(
         dir.path(),
-        &write_config(dir.path(), DENY, ""),
+        &config_with(dir.path(), DENY, ""),
         &[approval(json!({"codex_strict_auto_review": true}))],
     )
     .await;
@@ -187,7 +168,7 @@ async fn strict_review_passes_the_guardians_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_review_under_granular_without_mcp_elicitations_is_declined_unreviewed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(
+    let config = config_with(
         dir.path(),
         ALLOW,
         "approval_policy = { granular = { mcp_elicitations = false } }",
@@ -218,7 +199,7 @@ async fn strict_review_under_granular_without_mcp_elicitations_is_declined_unrev
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_review_with_the_user_as_reviewer_is_still_reviewed_by_the_chain() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(dir.path(), DENY, "approvals_reviewer = \"user\"");
+    let config = config_with(dir.path(), DENY, "approvals_reviewer = \"user\"");
     let served = serve(
         dir.path(),
         &config,
@@ -248,7 +229,7 @@ async fn strict_review_with_the_user_as_reviewer_is_still_reviewed_by_the_chain(
 
     // The server's own override to `user`: the strict decline, unreviewed.
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(
+    let config = config_with(
         dir.path(),
         ALLOW,
         "\n[elicitations.servers.git]\napprovals_reviewer = \"user\"",
@@ -281,7 +262,7 @@ async fn never_declines_or_accepts_auto_approved_prompts_without_meta() {
     let dir = tempfile::tempdir().expect("tempdir");
     let never = serve(
         dir.path(),
-        &write_config(dir.path(), ALLOW, "approval_policy = \"never\""),
+        &config_with(dir.path(), ALLOW, "approval_policy = \"never\""),
         &[approval(json!({}))],
     )
     .await;
@@ -297,7 +278,7 @@ async fn never_declines_or_accepts_auto_approved_prompts_without_meta() {
     }});
     let approving = serve(
         dir.path(),
-        &write_config(
+        &config_with(
             dir.path(),
             ALLOW,
             "approval_policy = \"never\"\nauto_approve_prompts = true",
@@ -341,7 +322,7 @@ async fn never_declines_or_accepts_auto_approved_prompts_without_meta() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn granular_without_mcp_elicitations_declines() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(
+    let config = config_with(
         dir.path(),
         ALLOW,
         "approval_policy = { granular = { mcp_elicitations = false } }",
@@ -428,7 +409,7 @@ fn a_guests_never_short_cut_is_answered_as_codex_answers_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_mode_is_routed_as_rmcp_types_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = write_config(dir.path(), ALLOW, "");
+    let config = config_with(dir.path(), ALLOW, "");
     let mut with_a_form_body = approval(json!({}));
     with_a_form_body["params"]["mode"] = json!("telepathy");
     let asked = Arc::new(AtomicUsize::new(0));

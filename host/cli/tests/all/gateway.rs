@@ -22,6 +22,13 @@ use crate::tool_result::result_text as text;
 
 /// A config with demo-server `git` and the guardian.
 fn config(dir: &Path, guardian_config: &str) -> PathBuf {
+    config_with(dir, guardian_config, "")
+}
+
+/// A config with demo-server `git`, the guardian under `guardian_config` (a
+/// TOML value) and `elicitations`, more lines of `[elicitations]` (its
+/// tables, like `[elicitations.servers.git]`, go last).
+pub(crate) fn config_with(dir: &Path, guardian_config: &str, elicitations: &str) -> PathBuf {
     let server = demo_server();
     let guardian = existing(
         target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
@@ -33,7 +40,7 @@ fn config(dir: &Path, guardian_config: &str) -> PathBuf {
         format!(
             "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
              [[review.modules]]\npath = {guardian:?}\nconfig = {guardian_config}\n\n\
-             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n",
+             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 30\n{elicitations}\n",
             server = server.display().to_string(),
             guardian = guardian.display().to_string(),
         ),
