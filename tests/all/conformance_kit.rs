@@ -240,6 +240,25 @@ fn reaching_for_files_fails_the_sandbox_check() {
 }
 
 #[test]
+fn reading_the_environment_passes_the_sandbox_check_and_is_reported() {
+    // CPython and other language runtimes read their environment at start:
+    // the kit answers it empty, as production does, and says so.
+    let report = run("test_guest_env_read", Suite::Contract);
+    assert!(report.passed(), "{}", report.to_text());
+    let row = report
+        .results
+        .iter()
+        .find(|row| row.case.starts_with("sandboxed"))
+        .expect("a sandboxed row");
+    let detail = row.detail.as_deref().unwrap_or_default();
+    assert!(
+        detail.contains("read its environment, answered empty")
+            && detail.contains("#get-environment"),
+        "{detail:?}"
+    );
+}
+
+#[test]
 fn a_log_flood_fails_the_log_caps() {
     // 10,000 log calls take a while in an unoptimised test build: give them
     // time, so that only the log caps are at issue.

@@ -9,7 +9,7 @@ use gatehouse_core::context::ReviewContext;
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::outcome::Decision;
 use gatehouse_core::request::ReviewRequest;
-use gatehouse_core::sandbox::{Limits, LoadError};
+use gatehouse_core::sandbox::{Limits, LoadError, Sandbox, WasiPolicy};
 use gatehouse_tests::{guest, load, sandbox, sandbox_with};
 use serde_json::{Value, json};
 
@@ -233,6 +233,44 @@ fn every_review_gets_a_fresh_instance() {
                 message: Some("1".to_owned())
             })
         );
+    }
+}
+
+#[test]
+fn the_environment_reads_empty_and_only_the_denying_sandbox_records_it() {
+    let closed = sandbox();
+    let denied = Sandbox::builder()
+        .wasi(WasiPolicy::Deny)
+        .build()
+        .expect("sandbox");
+    for (sandbox, recorded) in [(&closed, false), (&denied, true)] {
+        let reader = load(sandbox, "test_guest_env_read");
+        let report = reader.review("{}", &approval_request());
+        // The guest declines with what it found if anything was there.
+        assert_eq!(
+            report.result.map(|outcome| outcome.decision),
+            Ok(Decision::Defer),
+            "{:?}",
+            sandbox.wasi_policy()
+        );
+        let reads = &report.logs.environment_reads;
+        if recorded {
+            for function in ["#get-environment", "#get-arguments"] {
+                assert!(
+                    reads
+                        .iter()
+                        .any(|read| read.starts_with("wasi:cli/environment@0.2.")
+                            && read.ends_with(function)),
+                    "{function} not recorded: {reads:?}"
+                );
+            }
+            // Each read is named once, however often it was made.
+            let mut unique = reads.clone();
+            unique.dedup();
+            assert_eq!(&unique, reads);
+        } else {
+            assert!(reads.is_empty(), "{reads:?}");
+        }
     }
 }
 

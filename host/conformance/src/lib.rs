@@ -471,13 +471,22 @@ impl Kit {
             started.elapsed(),
         );
 
-        // Never reaches for files, environment or sockets.
+        // Never reaches for files or sockets. Reads of the environment are
+        // answered as production answers them (nothing) and reported.
         let started = Instant::now();
         let name = source.rsplit('/').next().unwrap_or(source);
         let (got, detail) = match self.denied.load_bytes(name, source, bytes, None) {
             Err(error) => ("refused".to_owned(), Some(error.to_string())),
             Ok(denied) => {
                 let mut reached: Vec<(String, usize)> = Vec::new();
+                let mut read: Vec<(String, usize)> = Vec::new();
+                let count = |seen: &mut Vec<(String, usize)>, import: &str| match seen
+                    .iter_mut()
+                    .find(|(name, _)| name == import)
+                {
+                    Some((_, count)) => *count += 1,
+                    None => seen.push((import.to_owned(), 1)),
+                };
                 // Inputs the module fails anyway are already reported (a panic,
                 // for one, reads RUST_BACKTRACE from the environment).
                 let answered = requests
@@ -485,32 +494,40 @@ impl Kit {
                     .zip(&first)
                     .filter(|(_, result)| result.is_ok());
                 for ((_, request), _) in answered {
-                    if let Err(ReviewFailure::DeniedImport(import)) =
-                        self.review(&denied, request).result
-                    {
-                        match reached.iter_mut().find(|(name, _)| *name == import) {
-                            Some((_, count)) => *count += 1,
-                            None => reached.push((import, 1)),
-                        }
+                    let report = self.review(&denied, request);
+                    for import in &report.logs.environment_reads {
+                        count(&mut read, import);
+                    }
+                    if let Err(ReviewFailure::DeniedImport(import)) = report.result {
+                        count(&mut reached, &import);
                     }
                 }
-                if reached.is_empty() {
-                    ("nothing".to_owned(), None)
-                } else {
-                    let calls: Vec<String> = reached
+                let on = |seen: &[(String, usize)]| {
+                    let calls: Vec<String> = seen
                         .iter()
                         .map(|(import, count)| format!("{import} (on {count} inputs)"))
                         .collect();
+                    listing(&calls)
+                };
+                let reads = (!read.is_empty())
+                    .then(|| format!("read its environment, answered empty: {}", on(&read)));
+                if reached.is_empty() {
+                    ("nothing".to_owned(), reads)
+                } else {
+                    let called = format!("called {}", on(&reached));
                     (
                         "calls denied imports".to_owned(),
-                        Some(format!("called {}", listing(&calls))),
+                        Some(match reads {
+                            Some(reads) => format!("{called}; {reads}"),
+                            None => called,
+                        }),
                     )
                 }
             }
         };
         report.push(
             "contract",
-            "sandboxed: no files, environment or sockets",
+            "sandboxed: no files or sockets; an empty environment",
             ("nothing", &got),
             got == "nothing",
             detail,

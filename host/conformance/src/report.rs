@@ -139,7 +139,17 @@ impl Report {
                 ));
             }
         }
-        if failed > 0 {
+        // What a passing check noticed (the environment reads it answered
+        // empty, say) is worth a line too.
+        for (result, [case, _, _, detail]) in self.results.iter().zip(&rows) {
+            if result.passed && result.detail.is_some() {
+                text.push_str(&format!(
+                    "\nnote {} / {case}: {detail}",
+                    Escaped(&result.suite)
+                ));
+            }
+        }
+        if self.results.iter().any(|result| result.detail.is_some()) {
             text.push('\n');
         }
         text.push_str(&format!(

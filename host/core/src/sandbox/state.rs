@@ -36,6 +36,13 @@ pub struct ReviewLogs {
     /// What the guest wrote to stderr (a panic message, say), capped.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub stderr: String,
+    /// The environment reads the guest made, each named once
+    /// (`wasi:cli/environment@0.2.x#get-environment`, say), in the order
+    /// first made. Recorded only under
+    /// [`WasiPolicy::Deny`](super::WasiPolicy::Deny), which answers them
+    /// empty as the closed context does: the conformance kit reports them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environment_reads: Vec<String>,
 }
 
 /// Which cap a guest hit while growing memory or a table.
@@ -153,6 +160,14 @@ impl ReviewState {
     /// The review's resource table (what WASI's pollables and streams live in).
     pub(crate) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
+    }
+
+    /// Notes a read of the environment (under [`super::WasiPolicy::Deny`]).
+    pub(crate) fn record_environment_read(&mut self, function: &str) {
+        let reads = &mut self.logs.environment_reads;
+        if !reads.iter().any(|read| read == function) {
+            reads.push(function.to_owned());
+        }
     }
 
     /// The logs, with stderr attached.

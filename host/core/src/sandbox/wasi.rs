@@ -4,13 +4,16 @@
 //! module uses them or not, so the host must satisfy them. [`WasiPolicy::Closed`]
 //! links all of WASI against an empty context: calls succeed and find
 //! nothing. [`WasiPolicy::Deny`] does the same, then replaces every function
-//! of the file-system, environment and socket interfaces with a trap that
-//! names it, which is how the conformance kit proves a module never reaches
-//! for them.
+//! of the file-system and socket interfaces with a trap that names it, which
+//! is how the conformance kit proves a module never reaches for them, and
+//! answers the environment interface's reads itself (no variables, no
+//! arguments, no working directory), recording each one: language runtimes
+//! such as CPython read their environment when they start, and an empty
+//! answer is all they get in production too.
 
 use wasmtime::Engine;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, Linker, Val};
 
 use super::state::ReviewState;
 
@@ -22,8 +25,10 @@ pub enum WasiPolicy {
     /// stderr captured up to a cap. The default for reviews.
     #[default]
     Closed,
-    /// Like `Closed`, except that a call to a file-system, environment or
-    /// socket function traps with its name.
+    /// Like `Closed`, except that a call to a file-system or socket function
+    /// traps with its name, and the environment's reads (`get-environment`,
+    /// `get-arguments`, `initial-cwd`) answer empty and are recorded in the
+    /// review's [`ReviewLogs::environment_reads`](super::ReviewLogs::environment_reads).
     Deny,
 }
 
@@ -37,18 +42,36 @@ pub(crate) struct DeniedCall(pub(crate) String);
 /// (The conformance test with `tests/guests/escape` fails if it drifts.)
 pub(crate) const HOST_WASI_VERSION: &str = "0.2.12";
 
-/// The interfaces [`WasiPolicy::Deny`] refuses.
+/// The interface whose reads [`WasiPolicy::Deny`] answers empty.
+const ENVIRONMENT: &str = "wasi:cli/environment";
+
+/// The interfaces [`WasiPolicy::Deny`] refuses, or (the environment) answers
+/// itself.
 fn is_denied(interface: &str) -> bool {
     interface.starts_with("wasi:filesystem/")
         || interface.starts_with("wasi:sockets/")
-        || interface == "wasi:cli/environment"
+        || interface == ENVIRONMENT
+}
+
+/// What [`WasiPolicy::Deny`] answers a read of the environment with: what
+/// the closed context answers too. `None` for a function it does not know,
+/// which traps like a denied one.
+fn empty_answer(function: &str) -> Option<Val> {
+    match function {
+        // list<tuple<string, string>>, list<string>
+        "get-environment" | "get-arguments" => Some(Val::List(Vec::new())),
+        // option<string>
+        "initial-cwd" => Some(Val::Option(None)),
+        _ => None,
+    }
 }
 
 /// Redefines every function of every denied interface `component` imports as
-/// a trap that names it ([`DeniedCall`]). `linker` must hold the closed WASI
+/// a trap that names it ([`DeniedCall`]), except the environment's reads,
+/// which answer empty and are recorded. `linker` must hold the closed WASI
 /// and allow shadowing.
-pub(crate) fn stub_denied<T: 'static>(
-    linker: &mut Linker<T>,
+pub(crate) fn stub_denied(
+    linker: &mut Linker<ReviewState>,
     engine: &Engine,
     component: &Component,
 ) -> wasmtime::Result<()> {
@@ -66,9 +89,21 @@ pub(crate) fn stub_denied<T: 'static>(
             // make or use them are what is denied.
             if let ComponentItem::ComponentFunc(_) = item.ty {
                 let full = format!("{name}#{export}");
-                stubs.func_new(export, move |_, _, _, _| {
-                    Err(wasmtime::Error::new(DeniedCall(full.clone())))
-                })?;
+                let answer = (interface == ENVIRONMENT)
+                    .then(|| empty_answer(export))
+                    .flatten();
+                match answer {
+                    Some(answer) => stubs.func_new(export, move |mut store, _, _, results| {
+                        store.data_mut().record_environment_read(&full);
+                        if let Some(slot) = results.first_mut() {
+                            *slot = answer.clone();
+                        }
+                        Ok(())
+                    })?,
+                    None => stubs.func_new(export, move |_, _, _, _| {
+                        Err(wasmtime::Error::new(DeniedCall(full.clone())))
+                    })?,
+                }
             }
         }
     }
