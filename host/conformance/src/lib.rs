@@ -70,8 +70,8 @@ use gatehouse_core::model::{Cancel, ModelGrant};
 use gatehouse_core::outcome::Outcome;
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{
-    Limits, MAX_MODEL_CALLS_PER_REVIEW, ModuleReport, ReviewerModule, Sandbox, SandboxError,
-    WasiPolicy,
+    Limits, MAX_MODEL_CALLS_PER_REVIEW, ModuleLimits, ModuleReport, ReviewerModule, Sandbox,
+    SandboxError, WasiPolicy,
 };
 
 /// The guardian behaviour, as shipped with the host.
@@ -144,10 +144,12 @@ fn embedded_cases(dir: &str, files: &[(&str, &str)]) -> Result<Vec<Case>, CaseEr
 /// Runs suites against modules. Holds two sandboxes with the same limits:
 /// one as reviews run in production, one that denies files, environment and
 /// sockets so that reaching for them is seen.
+#[derive(Clone)]
 pub struct Kit {
     closed: Sandbox,
     denied: Sandbox,
     module_config: String,
+    module_limits: ModuleLimits,
     model: ModelScript,
 }
 
@@ -164,8 +166,18 @@ impl Kit {
                 .wasi(WasiPolicy::Deny)
                 .build()?,
             module_config: "{}".to_owned(),
+            module_limits: ModuleLimits::default(),
             model: ModelScript::default(),
         })
+    }
+
+    /// The module's own limits, over the kit's (as a `[[review.modules]]`
+    /// entry's `limits` are over `[review.limits]`): the kit proves the
+    /// module as it will run. The kit's limits must have
+    /// [room](gatehouse_core::sandbox::LimitsBuilder::room_for) for them.
+    pub fn with_module_limits(mut self, limits: ModuleLimits) -> Self {
+        self.module_limits = limits;
+        self
     }
 
     /// The module configuration (JSON text) for the contract and model
@@ -215,32 +227,36 @@ impl Kit {
         let mut report = Report::new(source);
         let name = source.rsplit('/').next().unwrap_or(source);
         let started = Instant::now();
-        let module = match self.closed.load_bytes(name, source, bytes, None) {
-            Ok(module) => {
-                let module = std::sync::Arc::new(module);
-                report.digest = Some(module.digest().to_owned());
-                report.push(
-                    "contract",
-                    "loads as a reviewer",
-                    ("loads", "loads"),
-                    true,
-                    None,
-                    started.elapsed(),
-                );
-                module
-            }
-            Err(error) => {
-                report.push(
-                    "contract",
-                    "loads as a reviewer",
-                    ("loads", "refused"),
-                    false,
-                    Some(error.to_string()),
-                    started.elapsed(),
-                );
-                return report;
-            }
-        };
+        let module =
+            match self
+                .closed
+                .load_bytes_with(name, source, bytes, None, &self.module_limits)
+            {
+                Ok(module) => {
+                    let module = std::sync::Arc::new(module);
+                    report.digest = Some(module.digest().to_owned());
+                    report.push(
+                        "contract",
+                        "loads as a reviewer",
+                        ("loads", "loads"),
+                        true,
+                        None,
+                        started.elapsed(),
+                    );
+                    module
+                }
+                Err(error) => {
+                    report.push(
+                        "contract",
+                        "loads as a reviewer",
+                        ("loads", "refused"),
+                        false,
+                        Some(error.to_string()),
+                        started.elapsed(),
+                    );
+                    return report;
+                }
+            };
         let claims = self.check_describe(&module, &mut report);
         if matches!(suite, Suite::Contract | Suite::All) {
             self.check_contract(&module, source, bytes, &mut report);
@@ -475,56 +491,60 @@ impl Kit {
         // answered as production answers them (nothing) and reported.
         let started = Instant::now();
         let name = source.rsplit('/').next().unwrap_or(source);
-        let (got, detail) = match self.denied.load_bytes(name, source, bytes, None) {
-            Err(error) => ("refused".to_owned(), Some(error.to_string())),
-            Ok(denied) => {
-                let mut reached: Vec<(String, usize)> = Vec::new();
-                let mut read: Vec<(String, usize)> = Vec::new();
-                let count = |seen: &mut Vec<(String, usize)>, import: &str| match seen
-                    .iter_mut()
-                    .find(|(name, _)| name == import)
-                {
-                    Some((_, count)) => *count += 1,
-                    None => seen.push((import.to_owned(), 1)),
-                };
-                // Inputs the module fails anyway are already reported (a panic,
-                // for one, reads RUST_BACKTRACE from the environment).
-                let answered = requests
-                    .iter()
-                    .zip(&first)
-                    .filter(|(_, result)| result.is_ok());
-                for ((_, request), _) in answered {
-                    let report = self.review(&denied, request);
-                    for import in &report.logs.environment_reads {
-                        count(&mut read, import);
-                    }
-                    if let Err(ReviewFailure::DeniedImport(import)) = report.result {
-                        count(&mut reached, &import);
-                    }
-                }
-                let on = |seen: &[(String, usize)]| {
-                    let calls: Vec<String> = seen
+        let (got, detail) =
+            match self
+                .denied
+                .load_bytes_with(name, source, bytes, None, &self.module_limits)
+            {
+                Err(error) => ("refused".to_owned(), Some(error.to_string())),
+                Ok(denied) => {
+                    let mut reached: Vec<(String, usize)> = Vec::new();
+                    let mut read: Vec<(String, usize)> = Vec::new();
+                    let count = |seen: &mut Vec<(String, usize)>, import: &str| match seen
+                        .iter_mut()
+                        .find(|(name, _)| name == import)
+                    {
+                        Some((_, count)) => *count += 1,
+                        None => seen.push((import.to_owned(), 1)),
+                    };
+                    // Inputs the module fails anyway are already reported (a panic,
+                    // for one, reads RUST_BACKTRACE from the environment).
+                    let answered = requests
                         .iter()
-                        .map(|(import, count)| format!("{import} (on {count} inputs)"))
-                        .collect();
-                    listing(&calls)
-                };
-                let reads = (!read.is_empty())
-                    .then(|| format!("read its environment, answered empty: {}", on(&read)));
-                if reached.is_empty() {
-                    ("nothing".to_owned(), reads)
-                } else {
-                    let called = format!("called {}", on(&reached));
-                    (
-                        "calls denied imports".to_owned(),
-                        Some(match reads {
-                            Some(reads) => format!("{called}; {reads}"),
-                            None => called,
-                        }),
-                    )
+                        .zip(&first)
+                        .filter(|(_, result)| result.is_ok());
+                    for ((_, request), _) in answered {
+                        let report = self.review(&denied, request);
+                        for import in &report.logs.environment_reads {
+                            count(&mut read, import);
+                        }
+                        if let Err(ReviewFailure::DeniedImport(import)) = report.result {
+                            count(&mut reached, &import);
+                        }
+                    }
+                    let on = |seen: &[(String, usize)]| {
+                        let calls: Vec<String> = seen
+                            .iter()
+                            .map(|(import, count)| format!("{import} (on {count} inputs)"))
+                            .collect();
+                        listing(&calls)
+                    };
+                    let reads = (!read.is_empty())
+                        .then(|| format!("read its environment, answered empty: {}", on(&read)));
+                    if reached.is_empty() {
+                        ("nothing".to_owned(), reads)
+                    } else {
+                        let called = format!("called {}", on(&reached));
+                        (
+                            "calls denied imports".to_owned(),
+                            Some(match reads {
+                                Some(reads) => format!("{called}; {reads}"),
+                                None => called,
+                            }),
+                        )
+                    }
                 }
-            }
-        };
+            };
         report.push(
             "contract",
             "sandboxed: no files or sockets; an empty environment",

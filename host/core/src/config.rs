@@ -21,6 +21,10 @@
 //! path = "guardian.wasm"
 //! sha256 = "…"                    # optional pin
 //! config = { deny = [{ tool = "delete_*" }] }
+//!
+//! [[review.modules]]
+//! path = "policy-py.wasm"         # a language runtime that needs more
+//! limits = { memory_bytes = 33554432, core_instances = 38, deadline_ms = 200 }
 //! ```
 //!
 //! ```
@@ -41,7 +45,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::chain::OnFailure;
-use crate::sandbox::Limits;
+use crate::sandbox::{Limits, ModuleLimits};
 
 /// The `[review]` section.
 #[derive(Debug, Clone, Deserialize)]
@@ -68,6 +72,30 @@ pub struct ReviewConfig {
 
 fn yes() -> bool {
     true
+}
+
+impl ReviewConfig {
+    /// The section's limits, defaults filled in, with room in the pool for
+    /// every module's own limits: what a sandbox for this chain is built
+    /// with.
+    ///
+    /// ```
+    /// use gatehouse_core::config::ReviewConfig;
+    /// let review: ReviewConfig = serde_json::from_value(serde_json::json!({
+    ///     "modules": [{"path": "py.wasm", "limits": {"memory_bytes": 33554432}}]
+    /// }))?;
+    /// let limits = review.to_limits();
+    /// assert_eq!(limits.memory_bytes(), 16 << 20);
+    /// assert_eq!(limits.pool_memory_bytes(), 32 << 20);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn to_limits(&self) -> Limits {
+        let mut builder = self.limits.to_builder();
+        for module in &self.modules {
+            builder = builder.room_for(&module.module_limits());
+        }
+        builder.build()
+    }
 }
 
 impl Default for ReviewConfig {
@@ -105,11 +133,18 @@ pub struct LimitsConfig {
     /// Reviews of modules granted a model that may be in flight beyond
     /// `concurrent_reviews` (default 16).
     pub model_reviews: Option<u32>,
+    /// Core instances a module may create (default 32).
+    pub core_instances: Option<u32>,
 }
 
 impl LimitsConfig {
-    /// The limits, defaults filled in.
+    /// The limits, defaults filled in (with no room for modules' own limits:
+    /// see [`ReviewConfig::to_limits`]).
     pub fn to_limits(&self) -> Limits {
+        self.to_builder().build()
+    }
+
+    fn to_builder(&self) -> crate::sandbox::LimitsBuilder {
         let mut builder = Limits::builder();
         if let Some(ms) = self.deadline_ms {
             builder = builder.deadline(Duration::from_millis(ms));
@@ -138,6 +173,40 @@ impl LimitsConfig {
         if let Some(reviews) = self.model_reviews {
             builder = builder.model_reviews(reviews);
         }
+        if let Some(instances) = self.core_instances {
+            builder = builder.core_instances(instances);
+        }
+        builder
+    }
+}
+
+/// A module's own `limits = { ... }`, over `[review.limits]`; every field is
+/// optional. For a module whose language runtime needs more than the
+/// section's defaults (CPython's memory, say), and only that module.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleLimitsConfig {
+    /// Its deadline per review, in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Its linear memory cap per review, in bytes.
+    pub memory_bytes: Option<usize>,
+    /// The most core instances it may create.
+    pub core_instances: Option<u32>,
+}
+
+impl ModuleLimitsConfig {
+    /// The limits, as the sandbox takes them.
+    pub fn to_module_limits(&self) -> ModuleLimits {
+        let mut builder = ModuleLimits::builder();
+        if let Some(ms) = self.deadline_ms {
+            builder = builder.deadline(Duration::from_millis(ms));
+        }
+        if let Some(bytes) = self.memory_bytes {
+            builder = builder.memory_bytes(bytes);
+        }
+        if let Some(instances) = self.core_instances {
+            builder = builder.core_instances(instances);
+        }
         builder.build()
     }
 }
@@ -164,9 +233,17 @@ pub struct ModuleConfig {
     /// any. Only a granted module may import the model capability.
     #[serde(default)]
     pub model: Option<String>,
+    /// Its own limits over `[review.limits]`.
+    #[serde(default)]
+    pub limits: ModuleLimitsConfig,
 }
 
 impl ModuleConfig {
+    /// Its own limits, as the sandbox takes them.
+    pub fn module_limits(&self) -> ModuleLimits {
+        self.limits.to_module_limits()
+    }
+
     /// The module configuration as JSON text (`{}` when none is set).
     pub fn config_json(&self) -> String {
         self.config
@@ -224,6 +301,31 @@ mod tests {
         let limits = limits.to_limits();
         assert_eq!(limits.deadline(), Duration::from_millis(20));
         assert_eq!(limits.memory_bytes(), Limits::default().memory_bytes());
+    }
+
+    #[test]
+    fn module_limits_override_only_their_module_and_size_the_pool() {
+        let review: ReviewConfig = serde_json::from_str(
+            r#"{"limits": {"memory_bytes": 8388608},
+                "modules": [{"path": "a.wasm"},
+                            {"path": "b.wasm", "limits": {"memory_bytes": 67108864, "core_instances": 40, "deadline_ms": 300}}]}"#,
+        )
+        .expect("parses");
+        let limits = review.to_limits();
+        assert_eq!(limits.memory_bytes(), 8 << 20);
+        assert_eq!(limits.pool_memory_bytes(), 64 << 20);
+        assert_eq!(limits.pool_core_instances(), 40);
+        assert!(review.modules[0].module_limits().is_empty());
+        let b = limits.for_module(&review.modules[1].module_limits());
+        assert_eq!(b.memory_bytes(), 64 << 20);
+        assert_eq!(b.core_instances(), 40);
+        assert_eq!(b.deadline(), Duration::from_millis(300));
+        let error = serde_json::from_str::<ReviewConfig>(
+            r#"{"modules": [{"path": "a.wasm", "limits": {"memory": 1}}]}"#,
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(error.contains("memory"), "{error}");
     }
 
     #[test]

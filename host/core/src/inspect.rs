@@ -19,6 +19,9 @@ pub struct Resources {
     pub tables: u32,
     /// Largest initial table, in elements.
     pub initial_table_elements: Option<u64>,
+    /// Core instances created per instantiation (what the `core_instances`
+    /// limit is checked against).
+    pub core_instances: Option<u64>,
 }
 
 /// What `inspect` reports.
@@ -98,6 +101,7 @@ pub fn inspect(sandbox: &Sandbox, source: &str, bytes: &[u8]) -> Result<Inspecti
         initial_memory_bytes: needs.max_initial_memory_size.map(|pages| pages * 65_536),
         tables: needs.num_tables,
         initial_table_elements: needs.max_initial_table_size,
+        core_instances: crate::sandbox::core_instances(bytes),
     });
     let name = source.rsplit('/').next().unwrap_or(source);
     let reviewer = match sandbox.load_bytes(name, source, bytes, None) {

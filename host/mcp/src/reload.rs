@@ -193,8 +193,9 @@ pub fn build_checked_chain(
                 .map(|stem| stem.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "module".to_owned())
         });
+        let limits = spec.module_limits();
         let module = sandbox
-            .load_bytes(&name, &source, &bytes, spec.sha256.as_deref())
+            .load_bytes_with(&name, &source, &bytes, spec.sha256.as_deref(), &limits)
             .map_err(|source| ReloadError::Load { index, source })?;
         // The grant first: a module that asks a model without one is refused
         // with what to add, before the kit reviews anything.
@@ -202,7 +203,10 @@ pub fn build_checked_chain(
             .link(Arc::new(module), config.review.on_failure, &models)
             .map_err(|source| ReloadError::Grant { index, source })?;
         if let Some(kit) = kit {
-            let report = kit.run(&source, &bytes, Suite::Contract, &[]);
+            let report =
+                kit.clone()
+                    .with_module_limits(limits)
+                    .run(&source, &bytes, Suite::Contract, &[]);
             if !report.passed() {
                 let failures = report
                     .failures()

@@ -57,6 +57,10 @@ pub struct BenchArgs {
     /// The server name in the review context.
     #[arg(long, default_value = "docs")]
     server: String,
+    /// The module's own limits, as a [[review.modules]] entry's `limits`
+    /// give them.
+    #[command(flatten)]
+    limits: super::module_limits::ModuleLimitsArgs,
     /// A process hook to run the same requests through: spawned once per
     /// decision, one request as JSON on stdin, one verdict line on stdout
     /// (see examples/process-hook).
@@ -111,8 +115,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let pool = u32::try_from(args.concurrency)
         .unwrap_or(u32::MAX)
         .max(defaults.concurrent_reviews());
-    let sandbox = Sandbox::new(Limits::builder().concurrent_reviews(pool).build())?;
-    let module = sandbox.load_file(&args.module, None)?;
+    let sandbox = Sandbox::new(
+        args.limits
+            .make_room(Limits::builder().concurrent_reviews(pool))
+            .build(),
+    )?;
+    let module = sandbox.load_file_with(&args.module, None, &args.limits.to_module_limits())?;
     let chain = Chain::new(vec![
         ChainLink::new(Arc::new(module)).with_config(config.clone()),
     ]);

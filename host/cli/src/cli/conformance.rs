@@ -8,7 +8,6 @@ use clap::ValueEnum;
 use gatehouse_conformance::cases;
 use gatehouse_conformance::model::ModelScript;
 use gatehouse_conformance::{Kit, Suite};
-use gatehouse_core::config::LimitsConfig;
 
 /// Prove a module honours the reviewer contract: runs the suites and prints
 /// case, expected, got, pass/fail and time. Exits 0 when every check holds,
@@ -41,9 +40,10 @@ pub struct ConformanceArgs {
     /// a real model.
     #[arg(long, value_name = "stub:MODE|script:PATH")]
     model: Option<String>,
-    /// Per-review deadline in milliseconds (default 50).
-    #[arg(long)]
-    deadline_ms: Option<u64>,
+    /// The module's own limits, as a [[review.modules]] entry's `limits`
+    /// give them: prove it as it will run.
+    #[command(flatten)]
+    limits: super::module_limits::ModuleLimitsArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: FormatArg,
@@ -83,12 +83,8 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
                 .display()
         );
     }
-    let limits = LimitsConfig {
-        deadline_ms: args.deadline_ms,
-        ..LimitsConfig::default()
-    }
-    .to_limits();
-    let mut kit = Kit::new(limits)?;
+    let mut kit =
+        Kit::new(args.limits.sandbox_limits())?.with_module_limits(args.limits.to_module_limits());
     if let Some(config) = &args.module_config {
         kit = kit.with_module_config(super::review::module_config(config)?);
     }

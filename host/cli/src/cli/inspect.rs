@@ -72,12 +72,15 @@ fn print_text(report: &Inspection) {
     }
     if let Some(resources) = &report.resources {
         println!(
-            "needs     {} memories (initial {} bytes), {} tables",
+            "needs     {} memories (initial {} bytes), {} tables, {} core instances",
             resources.memories,
             resources
                 .initial_memory_bytes
                 .map_or_else(|| "?".to_owned(), |bytes| bytes.to_string()),
-            resources.tables
+            resources.tables,
+            resources
+                .core_instances
+                .map_or_else(|| "?".to_owned(), |count| count.to_string()),
         );
     }
     println!("exports");

@@ -5,6 +5,7 @@ mod bench;
 mod conformance;
 mod demo;
 mod inspect;
+mod module_limits;
 mod plugins;
 mod reload;
 mod review;

@@ -74,6 +74,10 @@ pub struct ReviewArgs {
     /// --config, which does.
     #[arg(long, value_name = "stub:MODE|script:PATH|NAME")]
     model: Option<String>,
+    /// The own limits of every --module (the modules of --config have
+    /// theirs in their entries).
+    #[command(flatten)]
+    limits: super::module_limits::ModuleLimitsArgs,
     /// The agent's call the elicitation belongs to (what a model-reviewer
     /// reads from the `call` interface), as JSON text or @FILE:
     /// {"session_id": "1", "kind": "tool-call|resource-read|prompt-get",
@@ -206,7 +210,15 @@ fn build_chain(args: &ReviewArgs) -> anyhow::Result<BuiltChain> {
         );
     }
     let models = models(args, &config)?;
-    let sandbox = Sandbox::new(config.review.limits.to_limits())?;
+    let module_limits = args.limits.to_module_limits();
+    let sandbox = Sandbox::new(
+        config
+            .review
+            .to_limits()
+            .to_builder()
+            .room_for(&module_limits)
+            .build(),
+    )?;
     let mut links = Vec::with_capacity(config.review.modules.len() + args.modules.len());
     for (index, spec) in config.review.modules.iter().enumerate() {
         let path = config.base_dir().join(&spec.path);
@@ -216,7 +228,7 @@ fn build_chain(args: &ReviewArgs) -> anyhow::Result<BuiltChain> {
                 .unwrap_or_else(|| "module".to_owned())
         });
         let module = sandbox
-            .load_file(&path, spec.sha256.as_deref())
+            .load_file_with(&path, spec.sha256.as_deref(), &spec.module_limits())
             .with_context(|| format!("review.modules[{index}]"))?
             .renamed(&name);
         let mut spec = spec.clone();
@@ -231,7 +243,7 @@ fn build_chain(args: &ReviewArgs) -> anyhow::Result<BuiltChain> {
         links.push(link);
     }
     for (index, path) in args.modules.iter().enumerate() {
-        let module = sandbox.load_file(path, None)?;
+        let module = sandbox.load_file_with(path, None, &module_limits)?;
         let config_value = args
             .module_configs
             .get(index)
@@ -247,6 +259,7 @@ fn build_chain(args: &ReviewArgs) -> anyhow::Result<BuiltChain> {
                 .chosen
                 .clone()
                 .filter(|_| module.world() == World::ModelReviewer),
+            limits: Default::default(),
         };
         let link = spec
             .link(Arc::new(module), config.review.on_failure, &models.grants)

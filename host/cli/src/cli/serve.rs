@@ -59,7 +59,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             gatehouse_core::escape::Escaped(&file.display().to_string())
         );
     }
-    let limits = config.review.limits.to_limits();
+    // Room in the pool for every module's own limits; a reload asking for
+    // more is refused with what to do.
+    let limits = config.review.to_limits();
     let sandbox = Sandbox::builder()
         .limits(limits.clone())
         .compile_cache(config.compile_cache_dir())

@@ -1,4 +1,5 @@
-//! Per-review limits and the pool they size.
+//! Per-review limits, each module's own ([`ModuleLimits`]), and the pool
+//! they size.
 
 use std::time::Duration;
 
@@ -17,6 +18,9 @@ use std::time::Duration;
 pub struct Limits {
     deadline: Duration,
     memory_bytes: usize,
+    core_instances: u32,
+    room_memory_bytes: usize,
+    room_core_instances: u32,
     table_elements: usize,
     output_bytes: usize,
     wasm_stack_bytes: usize,
@@ -33,6 +37,9 @@ impl Default for Limits {
         Limits {
             deadline: Duration::from_millis(50),
             memory_bytes: 16 << 20,
+            core_instances: 32,
+            room_memory_bytes: 0,
+            room_core_instances: 0,
             table_elements: 10_000,
             output_bytes: 64 << 10,
             wasm_stack_bytes: 512 << 10,
@@ -48,12 +55,17 @@ impl Default for Limits {
 
 impl Limits {
     /// A builder starting from the defaults: 50 ms deadline, 16 MiB memory,
-    /// 10,000 table elements, 64 KiB output, 512 KiB wasm stack, 64 log
+    /// 32 core instances per module, 10,000 table elements, 64 KiB output, 512 KiB wasm stack, 64 log
     /// entries and 16 KiB of log text per review, 4 KiB of captured stderr, 64
     /// reviews in flight and 16 more waiting on a model, 1 ms between
     /// interruptions of an overdue review.
     pub fn builder() -> LimitsBuilder {
         LimitsBuilder(Limits::default())
+    }
+
+    /// A builder starting from these limits.
+    pub fn to_builder(&self) -> LimitsBuilder {
+        LimitsBuilder(self.clone())
     }
 
     /// How long one review may run.
@@ -63,6 +75,54 @@ impl Limits {
     /// The most linear memory one review may use.
     pub fn memory_bytes(&self) -> usize {
         self.memory_bytes
+    }
+    /// The most core WebAssembly instances a module may create per
+    /// instantiation (a Rust `wasm32-wasip2` component creates 3, a
+    /// componentize-py one 14).
+    pub fn core_instances(&self) -> u32 {
+        self.core_instances
+    }
+    /// The most linear memory any module loaded into a sandbox with these
+    /// limits may be given ([`ModuleLimits::memory_bytes`]): at least
+    /// [`memory_bytes`](Self::memory_bytes), raised by
+    /// [`LimitsBuilder::room_for`]. Every pool slot reserves this much
+    /// address space.
+    pub fn pool_memory_bytes(&self) -> usize {
+        self.memory_bytes.max(self.room_memory_bytes)
+    }
+    /// The most core instances any module may be given
+    /// ([`ModuleLimits::core_instances`]): at least
+    /// [`core_instances`](Self::core_instances), raised by
+    /// [`LimitsBuilder::room_for`].
+    pub fn pool_core_instances(&self) -> u32 {
+        self.core_instances.max(self.room_core_instances)
+    }
+    /// These limits with `module`'s overrides: what one module's reviews run
+    /// under. The pool's room is kept.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use gatehouse_core::sandbox::{Limits, ModuleLimits};
+    /// let module = ModuleLimits::builder().memory_bytes(64 << 20).build();
+    /// let limits = Limits::builder().room_for(&module).build();
+    /// let python = limits.for_module(&module);
+    /// assert_eq!(python.memory_bytes(), 64 << 20);
+    /// assert_eq!(python.deadline(), limits.deadline());
+    /// ```
+    pub fn for_module(&self, module: &ModuleLimits) -> Limits {
+        let mut limits = self.clone();
+        if let Some(deadline) = module.deadline {
+            limits.deadline = deadline;
+        }
+        if let Some(bytes) = module.memory_bytes {
+            limits.memory_bytes = bytes;
+        }
+        if let Some(instances) = module.core_instances {
+            limits.core_instances = instances;
+        }
+        limits.room_memory_bytes = self.pool_memory_bytes();
+        limits.room_core_instances = self.pool_core_instances();
+        limits
     }
     /// The most elements a table may hold.
     pub fn table_elements(&self) -> usize {
@@ -128,6 +188,26 @@ impl LimitsBuilder {
         self.0.memory_bytes = bytes;
         self
     }
+    /// The most core instances a module may create per instantiation (at
+    /// least 1).
+    pub fn core_instances(mut self, instances: u32) -> Self {
+        self.0.core_instances = instances.max(1);
+        self
+    }
+    /// Makes room in the pool for a module loaded with `module`'s limits:
+    /// raises [`Limits::pool_memory_bytes`] and
+    /// [`Limits::pool_core_instances`] to cover them. Call it for every
+    /// module the sandbox will load with limits of its own; a module whose
+    /// limits do not fit the pool is refused when it is loaded.
+    pub fn room_for(mut self, module: &ModuleLimits) -> Self {
+        if let Some(bytes) = module.memory_bytes {
+            self.0.room_memory_bytes = self.0.room_memory_bytes.max(bytes);
+        }
+        if let Some(instances) = module.core_instances {
+            self.0.room_core_instances = self.0.room_core_instances.max(instances);
+        }
+        self
+    }
     /// The most elements a table may hold.
     pub fn table_elements(mut self, elements: usize) -> Self {
         self.0.table_elements = elements;
@@ -177,6 +257,79 @@ impl LimitsBuilder {
     }
     /// The limits.
     pub fn build(self) -> Limits {
+        self.0
+    }
+}
+
+/// One module's own limits, over its sandbox's [`Limits`]: what a module
+/// whose language runtime needs more memory, more core instances or more time
+/// than the defaults is given, and nothing else is. Unset fields are the
+/// sandbox's. Build with [`ModuleLimits::builder`]; load with
+/// [`Sandbox::load_file_with`](super::Sandbox::load_file_with), into a
+/// sandbox whose limits made [room](LimitsBuilder::room_for) for them.
+///
+/// ```
+/// use std::time::Duration;
+/// use gatehouse_core::sandbox::ModuleLimits;
+/// let python = ModuleLimits::builder()
+///     .memory_bytes(32 << 20)
+///     .deadline(Duration::from_millis(200))
+///     .build();
+/// assert_eq!(python.memory_bytes(), Some(32 << 20));
+/// assert_eq!(python.core_instances(), None);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModuleLimits {
+    deadline: Option<Duration>,
+    memory_bytes: Option<usize>,
+    core_instances: Option<u32>,
+}
+
+impl ModuleLimits {
+    /// A builder with nothing overridden.
+    pub fn builder() -> ModuleLimitsBuilder {
+        ModuleLimitsBuilder(ModuleLimits::default())
+    }
+    /// The module's deadline per review, if its own.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+    /// The module's memory cap per review, if its own.
+    pub fn memory_bytes(&self) -> Option<usize> {
+        self.memory_bytes
+    }
+    /// The most core instances the module may create, if its own.
+    pub fn core_instances(&self) -> Option<u32> {
+        self.core_instances
+    }
+    /// Whether nothing is overridden.
+    pub fn is_empty(&self) -> bool {
+        *self == ModuleLimits::default()
+    }
+}
+
+/// Builds [`ModuleLimits`].
+#[derive(Debug, Clone)]
+pub struct ModuleLimitsBuilder(ModuleLimits);
+
+impl ModuleLimitsBuilder {
+    /// The module's deadline per review.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.0.deadline = Some(deadline);
+        self
+    }
+    /// The module's memory cap per review.
+    pub fn memory_bytes(mut self, bytes: usize) -> Self {
+        self.0.memory_bytes = Some(bytes);
+        self
+    }
+    /// The most core instances the module may create (at least 1).
+    pub fn core_instances(mut self, instances: u32) -> Self {
+        self.0.core_instances = Some(instances.max(1));
+        self
+    }
+    /// The limits.
+    pub fn build(self) -> ModuleLimits {
         self.0
     }
 }

@@ -8,7 +8,9 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use super::module::{Prepared, ReviewerModule};
-use super::{MEMORIES_PER_COMPONENT, Shared, TABLES_PER_COMPONENT, WasiPolicy};
+use super::{
+    Limits, MEMORIES_PER_COMPONENT, ModuleLimits, Shared, TABLES_PER_COMPONENT, WasiPolicy,
+};
 use crate::contract::{
     self, MODEL_INTERFACE, PACKAGE, REVIEW_INTERFACE, SUPPORTED_VERSIONS, World, split_versioned,
 };
@@ -127,6 +129,39 @@ pub enum LoadError {
         /// What it needs.
         detail: String,
     },
+    /// The component needs more than its limits give it.
+    #[error(
+        "{module}: needs {needs} {what}, but its limit `{limit}` is {allowed}; give it its own limit (in gatehouse.toml, `limits = {{ {limit} = {needs} }}` on its [[review.modules]] entry; for `gatehouse conformance`, `review` and `bench`, --{flag} {needs})",
+        flag = limit.replace('_', "-")
+    )]
+    OverLimit {
+        /// Where the module came from.
+        module: String,
+        /// The limit, as gatehouse.toml names it (`memory_bytes`,
+        /// `core_instances`).
+        limit: &'static str,
+        /// What it is measured in.
+        what: &'static str,
+        /// What the module needs.
+        needs: u64,
+        /// What its limits allow.
+        allowed: u64,
+    },
+    /// The module's own limits are beyond what the sandbox's pool was sized
+    /// for.
+    #[error(
+        "{module}: its limit `{limit}` is {asked}, but the instance pool was sized for at most {room}; the pool is sized when the sandbox is made, from the section's limits and every module's own (for `gatehouse serve`: restart it to apply a larger module limit)"
+    )]
+    BeyondPool {
+        /// Where the module came from.
+        module: String,
+        /// The limit (`memory_bytes`, `core_instances`).
+        limit: &'static str,
+        /// What the module's limits ask for.
+        asked: u64,
+        /// What the pool has room for.
+        room: u64,
+    },
 }
 
 /// The sha256 of `bytes`, as lower-case hex.
@@ -140,7 +175,10 @@ pub(crate) fn load(
     source: &str,
     bytes: &[u8],
     pinned_sha256: Option<&str>,
+    module_limits: &ModuleLimits,
 ) -> Result<ReviewerModule, LoadError> {
+    let limits = shared.limits.for_module(module_limits);
+    check_room(&shared.limits, &limits, source)?;
     let digest = sha256_hex(bytes);
     if let Some(expected) = pinned_sha256 {
         let expected = expected
@@ -158,6 +196,7 @@ pub(crate) fn load(
     if is_core_module(bytes) {
         return Err(LoadError::CoreModule(source.to_owned()));
     }
+    check_core_instances(&limits, bytes, source)?;
     let component = compile(&shared, bytes, &digest).map_err(|error| {
         let detail = if bytes.starts_with(b"\0asm") {
             format!("{error:#}")
@@ -179,7 +218,7 @@ pub(crate) fn load(
         }
     })?;
     let (version, world) = check_world(&shared, &component, source)?;
-    check_resources(&shared, &component, source)?;
+    check_resources(&limits, &component, source)?;
     let world_mismatch = |error: wasmtime::Error| LoadError::WorldMismatch {
         module: source.to_owned(),
         detail: format!("{error:#}"),
@@ -196,6 +235,7 @@ pub(crate) fn load(
     let prepared = Prepared::new(pre, &version, world).map_err(world_mismatch)?;
     Ok(ReviewerModule::new(
         shared,
+        limits,
         name.to_owned(),
         source.to_owned(),
         digest,
@@ -325,7 +365,61 @@ fn is_wasi_p2(import: &str) -> bool {
     }
 }
 
-fn check_resources(shared: &Shared, component: &Component, source: &str) -> Result<(), LoadError> {
+/// Refuses module limits beyond the pool's room.
+fn check_room(sandbox: &Limits, module: &Limits, source: &str) -> Result<(), LoadError> {
+    let beyond = |limit, asked: u64, room: u64| {
+        (asked > room).then(|| LoadError::BeyondPool {
+            module: source.to_owned(),
+            limit,
+            asked,
+            room,
+        })
+    };
+    let memory = beyond(
+        "memory_bytes",
+        module.memory_bytes() as u64,
+        sandbox.pool_memory_bytes() as u64,
+    );
+    let instances = beyond(
+        "core_instances",
+        u64::from(module.core_instances()),
+        u64::from(sandbox.pool_core_instances()),
+    );
+    match memory.or(instances) {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a component that creates more core instances than its limit, before
+/// it is compiled (wasmtime would refuse it only past the pool's room).
+fn check_core_instances(limits: &Limits, bytes: &[u8], source: &str) -> Result<(), LoadError> {
+    // Malformed bytes are left to the compiler, whose error says more.
+    let Ok(needs) = super::instances::core_instances(bytes) else {
+        return Ok(());
+    };
+    let allowed = u64::from(limits.core_instances());
+    if needs > allowed {
+        return Err(LoadError::OverLimit {
+            module: source.to_owned(),
+            limit: "core_instances",
+            what: "core instances",
+            needs,
+            allowed,
+        });
+    }
+    Ok(())
+}
+
+fn check_resources(limits: &Limits, component: &Component, source: &str) -> Result<(), LoadError> {
+    let over = |limit, what, needs: u64, allowed: u64| LoadError::OverLimit {
+        module: source.to_owned(),
+        limit,
+        what,
+        needs,
+        allowed,
+    };
+
     let too_large = |detail: String| LoadError::TooLarge {
         module: source.to_owned(),
         detail,
@@ -347,11 +441,13 @@ fn check_resources(shared: &Shared, component: &Component, source: &str) -> Resu
     }
     if let Some(pages) = needs.max_initial_memory_size {
         let bytes = pages.saturating_mul(65_536);
-        if bytes > shared.limits.memory_bytes() as u64 {
-            return Err(too_large(format!(
-                "{bytes} bytes of initial memory (the limit `memory_bytes` is {})",
-                shared.limits.memory_bytes()
-            )));
+        if bytes > limits.memory_bytes() as u64 {
+            return Err(over(
+                "memory_bytes",
+                "bytes of initial memory",
+                bytes,
+                limits.memory_bytes() as u64,
+            ));
         }
     }
     Ok(())

@@ -13,6 +13,7 @@
 mod blocking;
 mod cache;
 mod capabilities;
+mod instances;
 mod limits;
 mod load;
 mod module;
@@ -27,9 +28,15 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use capabilities::{MAX_AUDITED_ANSWER_BYTES, MAX_MODEL_CALLS_PER_REVIEW};
-pub use limits::{Limits, LimitsBuilder};
+pub use limits::{Limits, LimitsBuilder, ModuleLimits, ModuleLimitsBuilder};
 pub use load::LoadError;
 pub(crate) use load::sha256_hex;
+
+/// The core instances the component in `bytes` creates per instantiation, if
+/// it parses.
+pub(crate) fn core_instances(bytes: &[u8]) -> Option<u64> {
+    instances::core_instances(bytes).ok()
+}
 pub use module::{ModuleInfo, ModuleReport, ReviewerModule};
 pub use state::{GuestLog, ReviewLogs};
 pub use wasi::WasiPolicy;
@@ -39,8 +46,8 @@ use state::ReviewState;
 use ticker::{EpochTicker, InFlight};
 
 /// Per-component pool maxima: what a Rust `wasm32-wasip2` component needs,
-/// with room to spare. A module that needs more is refused at load time.
-const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+/// with room to spare (core instances are a limit, [`Limits::core_instances`]).
+/// A module that needs more is refused at load time.
 const MEMORIES_PER_COMPONENT: u32 = 2;
 const TABLES_PER_COMPONENT: u32 = 8;
 
@@ -203,14 +210,15 @@ impl Sandbox {
     ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
         let reviews = limits.pool_slots();
+        let core_instances = limits.pool_core_instances();
         pool.total_component_instances(reviews)
-            .total_core_instances(reviews.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+            .total_core_instances(reviews.saturating_mul(core_instances))
             .total_memories(reviews.saturating_mul(MEMORIES_PER_COMPONENT))
             .total_tables(reviews.saturating_mul(TABLES_PER_COMPONENT))
-            .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+            .max_core_instances_per_component(core_instances)
             .max_memories_per_component(MEMORIES_PER_COMPONENT)
             .max_tables_per_component(TABLES_PER_COMPONENT)
-            .max_memory_size(limits.memory_bytes())
+            .max_memory_size(limits.pool_memory_bytes())
             .table_elements(limits.table_elements());
         // Freeing an instance resets its memory and tables for the next one.
         // Resetting the pages a review wrote in place, rather than with
@@ -218,7 +226,7 @@ impl Sandbox {
         // process, and the page faults of the next instance.
         if PoolingAllocationConfig::is_pagemap_scan_available() {
             pool.pagemap_scan(Enabled::Yes)
-                .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT.min(limits.memory_bytes()));
+                .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT.min(limits.pool_memory_bytes()));
         }
         pool.table_keep_resident(TABLE_KEEP_RESIDENT);
         let mut config = Config::new();
@@ -300,6 +308,38 @@ impl Sandbox {
         path: impl AsRef<Path>,
         pinned_sha256: Option<&str>,
     ) -> Result<ReviewerModule, LoadError> {
+        self.load_file_with(path, pinned_sha256, &ModuleLimits::default())
+    }
+
+    /// [`load_file`](Self::load_file), the module's reviews running under
+    /// `limits` over the sandbox's own: for a module whose language runtime
+    /// needs more memory, core instances or time than the defaults. Limits
+    /// beyond the pool's room ([`LimitsBuilder::room_for`]) are refused
+    /// ([`LoadError::BeyondPool`]), and so is a module that needs more than
+    /// its limits give it ([`LoadError::OverLimit`], naming the limit).
+    ///
+    /// ```
+    /// use gatehouse_core::sandbox::{Limits, ModuleLimits, Sandbox};
+    /// # let guests = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+    /// #     || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+    /// #     std::path::PathBuf::from,
+    /// # ).join("wasm32-wasip2/guest");
+    /// # let guardian_wasm = guests.join("gatehouse_guardian.wasm");
+    /// let roomy = ModuleLimits::builder().memory_bytes(32 << 20).build();
+    /// let sandbox = Sandbox::new(Limits::builder().room_for(&roomy).build())?;
+    /// let guardian = sandbox.load_file_with(&guardian_wasm, None, &roomy)?;
+    /// assert_eq!(guardian.limits().memory_bytes(), 32 << 20);
+    /// // More than the pool was sized for is refused.
+    /// let greedy = ModuleLimits::builder().memory_bytes(64 << 20).build();
+    /// assert!(sandbox.load_file_with(&guardian_wasm, None, &greedy).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn load_file_with(
+        &self,
+        path: impl AsRef<Path>,
+        pinned_sha256: Option<&str>,
+        limits: &ModuleLimits,
+    ) -> Result<ReviewerModule, LoadError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.to_path_buf(),
@@ -309,7 +349,13 @@ impl Sandbox {
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_else(|| "module".to_owned());
-        self.load_bytes(&name, &path.display().to_string(), &bytes, pinned_sha256)
+        self.load_bytes_with(
+            &name,
+            &path.display().to_string(),
+            &bytes,
+            pinned_sha256,
+            limits,
+        )
     }
 
     /// Loads a reviewer from the bytes of a component, like
@@ -322,7 +368,27 @@ impl Sandbox {
         bytes: &[u8],
         pinned_sha256: Option<&str>,
     ) -> Result<ReviewerModule, LoadError> {
-        load::load(self.shared.clone(), name, source, bytes, pinned_sha256)
+        self.load_bytes_with(name, source, bytes, pinned_sha256, &ModuleLimits::default())
+    }
+
+    /// [`load_bytes`](Self::load_bytes) with the module's own limits, as
+    /// [`load_file_with`](Self::load_file_with).
+    pub fn load_bytes_with(
+        &self,
+        name: &str,
+        source: &str,
+        bytes: &[u8],
+        pinned_sha256: Option<&str>,
+        limits: &ModuleLimits,
+    ) -> Result<ReviewerModule, LoadError> {
+        load::load(
+            self.shared.clone(),
+            name,
+            source,
+            bytes,
+            pinned_sha256,
+            limits,
+        )
     }
 }
 

@@ -148,6 +148,8 @@ impl Prepared {
 /// ```
 pub struct ReviewerModule {
     shared: Arc<Shared>,
+    /// The sandbox's limits with the module's own over them.
+    limits: super::Limits,
     name: Arc<str>,
     source: String,
     digest: String,
@@ -215,6 +217,7 @@ fn serialize_micros<S: serde::Serializer>(
 impl ReviewerModule {
     pub(crate) fn new(
         shared: Arc<Shared>,
+        limits: super::Limits,
         name: String,
         source: String,
         digest: String,
@@ -223,6 +226,7 @@ impl ReviewerModule {
     ) -> Self {
         ReviewerModule {
             shared,
+            limits,
             name: name.into(),
             source,
             digest,
@@ -241,9 +245,10 @@ impl ReviewerModule {
         &self.source
     }
 
-    /// The limits its reviews run under (its sandbox's).
+    /// The limits its reviews run under: its sandbox's, with its own
+    /// ([`ModuleLimits`](super::ModuleLimits)) over them.
     pub fn limits(&self) -> &super::Limits {
-        &self.shared.limits
+        &self.limits
     }
 
     /// Its sha256, lower-case hex.
@@ -272,6 +277,7 @@ impl ReviewerModule {
     pub fn renamed(&self, name: &str) -> ReviewerModule {
         ReviewerModule {
             shared: self.shared.clone(),
+            limits: self.limits.clone(),
             name: name.into(),
             source: self.source.clone(),
             digest: self.digest.clone(),
@@ -394,7 +400,7 @@ impl ReviewerModule {
         Outcome::from_guest(
             outcome,
             &request.params().elicitation,
-            self.shared.limits.output_bytes(),
+            self.limits.output_bytes(),
         )
     }
 
@@ -416,7 +422,7 @@ impl ReviewerModule {
         let size = info.name.len()
             + info.version.len()
             + info.claims.iter().map(String::len).sum::<usize>();
-        let limit = self.shared.limits.output_bytes();
+        let limit = self.limits.output_bytes();
         if size > limit {
             return Err(ReviewFailure::OutputTooLarge { limit });
         }
@@ -428,7 +434,7 @@ impl ReviewerModule {
     }
 
     fn store(&self) -> Store<ReviewState> {
-        let limits = &self.shared.limits;
+        let limits = &self.limits;
         let deadline = self.shared.in_flight.enter(limits.deadline());
         let mut store = Store::new(
             &self.shared.engine,
@@ -457,7 +463,7 @@ impl ReviewerModule {
         error: wasmtime::Error,
         instantiating: bool,
     ) -> ReviewFailure {
-        let limits = &self.shared.limits;
+        let limits = &self.limits;
         match store.data().limiter.hit {
             Some(LimitHit::Memory) => {
                 return ReviewFailure::Memory {
