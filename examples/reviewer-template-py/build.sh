@@ -11,7 +11,7 @@
 #
 # ./build.sh --stub-wasi builds reviewer-stub-wasi.wasm instead: every WASI
 # import replaced by a trap inside the component (see README.md: it has no
-# WASI imports, but 38 core instances, which today's host refuses).
+# WASI imports, but 38 core instances: it needs `core_instances = 38`).
 set -euo pipefail
 cd "$(dirname "$0")"
 

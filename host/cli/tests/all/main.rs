@@ -24,4 +24,5 @@ mod model_cli;
 mod model_gateway;
 mod resources;
 mod serve_control;
+mod templates;
 mod untrusted_text;
