@@ -704,3 +704,39 @@ fn the_guardian_suite_holds_a_model_reviewer_to_the_rules_where_they_decide() {
     );
     assert!(run(Unmarked::AsWritten).passed());
 }
+
+#[test]
+fn the_kit_compiles_through_a_compile_cache_once_for_both_sandboxes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("compiled");
+    let path = guest("gatehouse_allowlist");
+    let bytes = std::fs::read(&path).expect("read guest");
+    let artifacts = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        std::fs::read_dir(&cache)
+            .expect("the cache directory")
+            .map(|entry| {
+                let entry = entry.expect("entry");
+                let modified = entry
+                    .metadata()
+                    .expect("metadata")
+                    .modified()
+                    .expect("mtime");
+                (entry.path(), modified)
+            })
+            .collect()
+    };
+    let kit = Kit::with_compile_cache(Limits::default(), &cache).expect("kit");
+    let report = kit.run("gatehouse_allowlist.wasm", &bytes, Suite::Contract, &[]);
+    assert!(report.passed(), "{}", report.to_text());
+    // Both sandboxes (the closed one and the denying one) used one artifact.
+    let first = artifacts();
+    assert_eq!(first.len(), 1, "{first:?}");
+    // Another kit (or a host's sandbox with the same limits) finds it.
+    let again = Kit::with_compile_cache(Limits::default(), &cache).expect("kit");
+    assert!(
+        again
+            .run("gatehouse_allowlist.wasm", &bytes, Suite::Contract, &[])
+            .passed()
+    );
+    assert_eq!(artifacts(), first);
+}

@@ -82,7 +82,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_model_reviews(limits.model_reviews() as usize),
     );
     let kit = if config.review.verify_contract {
-        Some(Kit::new(limits.clone())?)
+        // The same cache as the sandbox: a module is compiled once, not
+        // once more for each of the kit's two sandboxes.
+        Some(Kit::with_compile_cache(
+            limits.clone(),
+            config.compile_cache_dir(),
+        )?)
     } else {
         None
     };
