@@ -156,7 +156,11 @@ fn a_module_s_own_deadline_ends_its_reviews_and_no_other_s() {
         );
         // Ended by its own deadline: long before the sandbox's (the first
         // review starts while the deadline thread sleeps for the sandbox's).
-        assert!(report.elapsed < sandbox_deadline / 2, "{:?}", report.elapsed);
+        assert!(
+            report.elapsed < sandbox_deadline / 2,
+            "{:?}",
+            report.elapsed
+        );
     }
     let guardian =
         load_with(&sandbox, "gatehouse_guardian", ModuleLimits::default()).expect("loads");
