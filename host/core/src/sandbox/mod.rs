@@ -18,6 +18,7 @@ mod limits;
 mod load;
 mod module;
 mod state;
+mod swap;
 mod ticker;
 pub(crate) mod wasi;
 
@@ -90,6 +91,7 @@ pub(crate) struct Shared {
     pub(crate) wasi: WasiPolicy,
     pub(crate) compile_cache: Option<cache::CompileCache>,
     pub(crate) in_flight: Arc<InFlight>,
+    resets_in_place: bool,
     _ticker: EpochTicker,
 }
 
@@ -224,7 +226,18 @@ impl Sandbox {
         // Resetting the pages a review wrote in place, rather than with
         // madvise, saves the syscall, the TLB shootdown it costs a threaded
         // process, and the page faults of the next instance.
-        if PoolingAllocationConfig::is_pagemap_scan_available() {
+        // Not where the host swaps: the scan would miss a written page that
+        // was swapped out, and the next instance could read it (`swap`).
+        let resets_in_place = PoolingAllocationConfig::is_pagemap_scan_available() && {
+            let swapping = swap::in_use();
+            if swapping {
+                tracing::warn!(
+                    "swap is in use (/proc/swaps): freed review instances are decommitted rather than reset in place, so that no written page a review left can reach the next (reviews cost more; turn swap off for the gateway to avoid it)"
+                );
+            }
+            !swapping
+        };
+        if resets_in_place {
             pool.pagemap_scan(Enabled::Yes)
                 .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT.min(limits.pool_memory_bytes()));
         }
@@ -265,6 +278,7 @@ impl Sandbox {
                 wasi,
                 compile_cache,
                 in_flight,
+                resets_in_place,
                 _ticker: ticker,
             }),
         })
@@ -273,6 +287,14 @@ impl Sandbox {
     /// The limits every review runs under.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
+    }
+
+    /// Whether a freed instance's memory is reset in place (the pages it
+    /// wrote restored, up to 1 MiB) rather than decommitted: where the kernel
+    /// can report written pages (Linux 6.7+) and no swap is in use, since a
+    /// written page swapped out would escape the reset.
+    pub fn resets_in_place(&self) -> bool {
+        self.shared.resets_in_place
     }
 
     /// The WASI policy guests are linked against.
