@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use gatehouse_bench::{
@@ -61,6 +61,11 @@ pub struct BenchArgs {
     /// give them.
     #[command(flatten)]
     limits: super::module_limits::ModuleLimitsArgs,
+    /// Keep compiled modules in DIR, as `[review] compile_cache` does for
+    /// `gatehouse serve`: the first run compiles and stores the module, later
+    /// runs load it from there. The report says how long loading took.
+    #[arg(long, value_name = "DIR")]
+    compile_cache: Option<PathBuf>,
     /// A process hook to run the same requests through: spawned once per
     /// decision, one request as JSON on stdin, one verdict line on stdout
     /// (see examples/process-hook).
@@ -115,12 +120,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let pool = u32::try_from(args.concurrency)
         .unwrap_or(u32::MAX)
         .max(defaults.concurrent_reviews());
-    let sandbox = Sandbox::new(
-        args.limits
-            .make_room(Limits::builder().concurrent_reviews(pool))
-            .build(),
-    )?;
+    let limits = args
+        .limits
+        .make_room(Limits::builder().concurrent_reviews(pool))
+        .build();
+    let mut sandbox = Sandbox::builder().limits(limits);
+    if let Some(dir) = &args.compile_cache {
+        sandbox = sandbox.compile_cache(dir);
+    }
+    let sandbox = sandbox.build()?;
+    let loading = Instant::now();
     let module = sandbox.load_file_with(&args.module, None, &args.limits.to_module_limits())?;
+    let load = loading.elapsed();
+    let loaded_from = match sandbox.compile_cache_dir() {
+        Some(dir) => format!("compile cache {}", dir.display()),
+        None => "compiled in memory, no cache".to_owned(),
+    };
     let chain = Chain::new(vec![
         ChainLink::new(Arc::new(module)).with_config(config.clone()),
     ]);
@@ -155,7 +170,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     match args.format {
-        Format::Text => print_text(&args, &bench, &source, &runs, comparison),
+        Format::Text => {
+            println!(
+                "loaded {} in {:.3} s ({loaded_from})",
+                args.module.display(),
+                load.as_secs_f64()
+            );
+            print_text(&args, &bench, &source, &runs, comparison)
+        }
         Format::Json => {
             let document = json!({
                 "module": args.module.display().to_string(),
@@ -163,6 +185,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 "concurrency": bench.workers(),
                 "duration_s": bench.measured_duration().as_secs_f64(),
                 "warmup_s": bench.warmup_duration().as_secs_f64(),
+                "load_s": load.as_secs_f64(),
+                "compile_cache": sandbox.compile_cache_dir().map(|dir| dir.display().to_string()),
                 "runs": runs,
                 "comparison": comparison.map(|comparison| json!({
                     "hook_p50_over_gatehouse_p50": comparison.p50_ratio,

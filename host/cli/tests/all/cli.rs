@@ -515,6 +515,38 @@ fn bench_measures_fresh_instance_reviews() {
 }
 
 #[test]
+fn bench_loads_through_a_compile_cache_and_reports_the_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("compiled");
+    let guardian = guest("gatehouse_guardian");
+    let bench = || {
+        let output = gatehouse(&[
+            "bench",
+            guardian.to_str().unwrap(),
+            "--duration",
+            "0.1",
+            "--compile-cache",
+            cache.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+        assert!(
+            report["load_s"].as_f64().is_some_and(|s| s > 0.0),
+            "{report:#}"
+        );
+        assert_eq!(report["compile_cache"], cache.display().to_string());
+        assert_sane_run(bench_run(&report, "gatehouse"));
+    };
+    bench();
+    let artifacts = || std::fs::read_dir(&cache).expect("the cache").count();
+    assert_eq!(artifacts(), 1, "the first run stores the compiled module");
+    bench();
+    assert_eq!(artifacts(), 1, "the second run finds it");
+}
+
+#[test]
 fn bench_with_a_hook_decides_like_the_sandbox() {
     let dir = tempfile::tempdir().expect("tempdir");
     let requests = dir.path().join("requests.jsonl");

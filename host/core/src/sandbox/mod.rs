@@ -228,15 +228,16 @@ impl Sandbox {
         // process, and the page faults of the next instance.
         // Not where the host swaps: the scan would miss a written page that
         // was swapped out, and the next instance could read it (`swap`).
-        let resets_in_place = PoolingAllocationConfig::is_pagemap_scan_available() && {
-            let swapping = swap::in_use();
-            if swapping {
-                tracing::warn!(
-                    "swap is in use (/proc/swaps): freed review instances are decommitted rather than reset in place, so that no written page a review left can reach the next (reviews cost more; turn swap off for the gateway to avoid it)"
-                );
-            }
-            !swapping
-        };
+        let resets_in_place = PoolingAllocationConfig::is_pagemap_scan_available()
+            && {
+                let swapping = swap::in_use();
+                if swapping {
+                    tracing::warn!(
+                        "swap is in use (/proc/swaps): freed review instances are decommitted rather than reset in place, so that no written page a review left can reach the next (reviews cost more; turn swap off for the gateway to avoid it)"
+                    );
+                }
+                !swapping
+            };
         if resets_in_place {
             pool.pagemap_scan(Enabled::Yes)
                 .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT.min(limits.pool_memory_bytes()));
@@ -248,6 +249,14 @@ impl Sandbox {
             .epoch_interruption(true)
             .max_wasm_stack(limits.wasm_stack_bytes())
             .memory_init_cow(true)
+            // Every module whose initial memory fits the pool gets a
+            // copy-on-write image, however sparse its data: above wasmtime's
+            // default (16 MiB) a snapshot with data on under half its pages
+            // (componentize-js: 33 %) would be copied into every fresh
+            // instance instead, which made a TypeScript review 3x slower
+            // (docs/BENCHMARKS.md). It matters once a module's own
+            // `memory_bytes` is above 16 MiB.
+            .memory_guaranteed_dense_image_size(limits.pool_memory_bytes() as u64)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine =
             Engine::new(&config).map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
