@@ -237,6 +237,38 @@ fn every_review_gets_a_fresh_instance() {
 }
 
 #[test]
+fn scattered_writes_never_reach_the_next_review_in_a_slot() {
+    // One review at a time in a small pool: every review reuses a slot the
+    // last one wrote 128 separate pages of, more regions than one page scan
+    // reports; the reset must restore (or decommit) every one of them.
+    let sandbox = sandbox_with(
+        Limits::builder()
+            .concurrent_reviews(1)
+            .model_reviews(1)
+            .build(),
+    );
+    let scatter = load(&sandbox, "test_guest_scatter");
+    // The guest sees its own writes when they are left: in one instance, the
+    // second review finds all of them.
+    let request = approval_request();
+    let shared = scatter.review_in_one_instance("{}", &[&request, &request]);
+    assert_eq!(
+        shared[1].as_ref().map(|outcome| outcome.decision.clone()),
+        Ok(Decision::Decline {
+            message: Some("128 of 128 writes left".to_owned())
+        })
+    );
+    for review in 0..50 {
+        let report = scatter.review("{}", &approval_request());
+        assert_eq!(
+            report.result.map(|outcome| outcome.decision),
+            Ok(Decision::Defer),
+            "review {review}"
+        );
+    }
+}
+
+#[test]
 fn the_environment_reads_empty_and_only_the_denying_sandbox_records_it() {
     let closed = sandbox();
     let denied = Sandbox::builder()
