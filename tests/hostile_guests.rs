@@ -8,24 +8,9 @@
 use std::time::Duration;
 
 use gatehouse_core::chain::{Chain, ChainLink};
-use gatehouse_core::context::ReviewContext;
-use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::outcome::Decision;
-use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
-use gatehouse_tests::{load, sandbox};
-use serde_json::json;
-
-fn approval_request() -> ReviewRequest {
-    let params = ElicitationParams::from_wire(&json!({
-        "message": "Allow read_file?",
-        "requestedSchema": {"type": "object", "properties": {}},
-        "_meta": {"codex_request_type": "approval_request",
-                  "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}
-    }))
-    .expect("valid params");
-    ReviewRequest::new(params, ReviewContext::new("docs", RequestId::Number(1)))
-}
+use gatehouse_tests::{approval_request, load, sandbox};
 
 /// The resident set of this process, in bytes (Linux).
 fn rss_bytes() -> Option<u64> {

@@ -7,27 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gatehouse_core::chain::Chain;
-use gatehouse_core::context::ReviewContext;
-use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::failure::ReviewFailure;
-use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{Limits, LoadError, ModuleLimits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
 use gatehouse_mcp::reload::{ReloadError, Reloader};
 use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
-use gatehouse_tests::{guest, sandbox_with};
-use serde_json::json;
-
-fn request() -> ReviewRequest {
-    let params = ElicitationParams::from_wire(&json!({
-        "message": "Allow read_file?",
-        "requestedSchema": {"type": "object", "properties": {}},
-        "_meta": {"codex_request_type": "approval_request",
-                  "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}
-    }))
-    .expect("valid params");
-    ReviewRequest::new(params, ReviewContext::new("docs", RequestId::Number(1)))
-}
+use gatehouse_tests::{approval_request as request, guest, sandbox_with};
 
 fn load_with(
     sandbox: &Sandbox,
@@ -215,7 +200,12 @@ fn a_reload_beyond_the_running_pool_is_refused_with_what_to_do() {
         Arc::new(NoPerson),
         4,
     ));
-    let kit = gatehouse_conformance::Kit::new(limits).expect("kit");
+    // The kit's deadline is generous: the question here is room, and a
+    // loaded test machine must not fail a check on time.
+    let kit = gatehouse_conformance::Kit::new(
+        limits.to_builder().deadline(Duration::from_secs(5)).build(),
+    )
+    .expect("kit");
     let reloader = Reloader::new(&config, sandbox, Some(kit), router.clone());
     let loaded = reloader
         .reload()

@@ -10,7 +10,7 @@ use gatehouse_core::elicitation::{ElicitationParams, RequestId};
 use gatehouse_core::outcome::Decision;
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{Limits, LoadError, Sandbox, WasiPolicy};
-use gatehouse_tests::{guest, load, sandbox, sandbox_with};
+use gatehouse_tests::{approval_request, guest, load, sandbox, sandbox_with};
 use serde_json::{Value, json};
 
 fn form_request(schema: Value) -> ReviewRequest {
@@ -22,10 +22,6 @@ fn form_request(schema: Value) -> ReviewRequest {
     }))
     .expect("valid params");
     ReviewRequest::new(params, ReviewContext::new("docs", RequestId::Number(1)))
-}
-
-fn approval_request() -> ReviewRequest {
-    form_request(json!({"type": "object", "properties": {}}))
 }
 
 fn url_request() -> ReviewRequest {

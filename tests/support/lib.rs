@@ -71,6 +71,25 @@ pub fn sandbox_with(limits: Limits) -> Sandbox {
     Sandbox::new(limits).unwrap_or_else(|error| panic!("cannot create the sandbox: {error}"))
 }
 
+/// An approval request for `read_file` on the `docs` server, as Codex asks
+/// for one (request id 1): the request most sandbox tests review.
+pub fn approval_request() -> gatehouse_core::request::ReviewRequest {
+    let params = gatehouse_core::elicitation::ElicitationParams::from_wire(&serde_json::json!({
+        "message": "Allow read_file?",
+        "requestedSchema": {"type": "object", "properties": {}},
+        "_meta": {"codex_request_type": "approval_request",
+                  "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}
+    }))
+    .unwrap_or_else(|error| panic!("the approval request is invalid: {error}"));
+    gatehouse_core::request::ReviewRequest::new(
+        params,
+        gatehouse_core::context::ReviewContext::new(
+            "docs",
+            gatehouse_core::elicitation::RequestId::Number(1),
+        ),
+    )
+}
+
 /// Loads a built guest into `sandbox`.
 pub fn load(sandbox: &Sandbox, name: &str) -> Arc<ReviewerModule> {
     let path = guest(name);
