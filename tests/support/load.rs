@@ -228,9 +228,16 @@ fn write_config(dir: &Path, options: &LoadOptions) -> anyhow::Result<PathBuf> {
          config = {{ rules = [{{ mode = \"url\", url = \"https://tracker.example.com/*\", decision = \"accept\" }}] }}\n\n\
          [[review.modules]]\npath = {guardian:?}\n\
          config = {{ allow = [{{ server = \"git\", tool = \"elicit_raw\" }}] }}\n\n\
-         [elicitations]\naudit_log = \"audit.jsonl\"\n",
+         [elicitations]\naudit_log = \"audit.jsonl\"\n\n\
+         [gateway]\nmax_pending_per_session = {pending}\n",
         allowlist = allowlist.display().to_string(),
         guardian = guardian.display().to_string(),
+        // Every worker may have a question waiting for the person at once:
+        // the default (16) would decline the excess as `unhandled`, which is
+        // the gateway's bound working, not a lost answer.
+        pending = options
+            .workers
+            .max(gatehouse_mcp::gateway::DEFAULT_MAX_PENDING_PER_SESSION),
     );
     let path = dir.join("gatehouse.toml");
     std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
@@ -351,4 +358,39 @@ pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateway_lets_every_worker_wait_for_the_person() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = |name: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"").expect("write");
+            path
+        };
+        let guests = dir.path().join("guests");
+        std::fs::create_dir(&guests).expect("mkdir");
+        for guest in ["gatehouse_guardian.wasm", "gatehouse_allowlist.wasm"] {
+            std::fs::write(guests.join(guest), b"").expect("write");
+        }
+        for (workers, pending) in [
+            (64, 64),
+            (4, gatehouse_mcp::gateway::DEFAULT_MAX_PENDING_PER_SESSION),
+        ] {
+            let options = LoadOptions {
+                gatehouse: file("gatehouse"),
+                demo_server: file("demo-server"),
+                guests: guests.clone(),
+                duration: Duration::from_secs(1),
+                workers,
+            };
+            let path = write_config(dir.path(), &options).expect("config");
+            let config = gatehouse_mcp::config::Config::load(&path).expect("a valid config");
+            assert_eq!(config.gateway.max_pending_per_session, pending);
+        }
+    }
 }
