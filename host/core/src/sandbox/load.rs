@@ -395,7 +395,7 @@ fn check_room(sandbox: &Limits, module: &Limits, source: &str) -> Result<(), Loa
 /// it is compiled (wasmtime would refuse it only past the pool's room).
 fn check_core_instances(limits: &Limits, bytes: &[u8], source: &str) -> Result<(), LoadError> {
     // Malformed bytes are left to the compiler, whose error says more.
-    let Ok(needs) = super::instances::core_instances(bytes) else {
+    let Some(needs) = super::core_instances(bytes) else {
         return Ok(());
     };
     let allowed = u64::from(limits.core_instances());

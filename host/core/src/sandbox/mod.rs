@@ -228,16 +228,8 @@ impl Sandbox {
         // process, and the page faults of the next instance.
         // Not where the host swaps: the scan would miss a written page that
         // was swapped out, and the next instance could read it (`swap`).
-        let resets_in_place = PoolingAllocationConfig::is_pagemap_scan_available()
-            && {
-                let swapping = swap::in_use();
-                if swapping {
-                    tracing::warn!(
-                        "swap is in use (/proc/swaps): freed review instances are decommitted rather than reset in place, so that no written page a review left can reach the next (reviews cost more; turn swap off for the gateway to avoid it)"
-                    );
-                }
-                !swapping
-            };
+        let resets_in_place =
+            PoolingAllocationConfig::is_pagemap_scan_available() && !swap::in_use_warned();
         if resets_in_place {
             pool.pagemap_scan(Enabled::Yes)
                 .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT.min(limits.pool_memory_bytes()));

@@ -14,8 +14,24 @@ const SWAPS: &str = "/proc/swaps";
 
 /// Whether any swap area is in use. When the list cannot be read, swap is
 /// assumed: the safe answer.
-pub(crate) fn in_use() -> bool {
+fn in_use() -> bool {
     in_use_per(std::fs::read_to_string(SWAPS).ok().as_deref())
+}
+
+/// [`in_use`], saying so in a warning the first time it is true in this
+/// process: a host makes several sandboxes (`gatehouse serve`: its own and the
+/// conformance kit's two), and one warning is enough.
+pub(crate) fn in_use_warned() -> bool {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let swapping = in_use();
+    if swapping {
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "swap is in use (/proc/swaps): freed review instances are decommitted rather than reset in place, so that no written page a review left can reach the next (reviews cost more; turn swap off for the gateway to avoid it)"
+            );
+        });
+    }
+    swapping
 }
 
 /// [`in_use`] for the text of `/proc/swaps` (a header line, then one line per
