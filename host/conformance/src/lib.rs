@@ -142,8 +142,9 @@ fn embedded_cases(dir: &str, files: &[(&str, &str)]) -> Result<Vec<Case>, CaseEr
 }
 
 /// Runs suites against modules. Holds two sandboxes with the same limits:
-/// one as reviews run in production, one that denies files, environment and
-/// sockets so that reaching for them is seen.
+/// one as reviews run in production, one that denies files and sockets so
+/// that reaching for them is seen (and records the environment reads it
+/// answers empty).
 #[derive(Clone)]
 pub struct Kit {
     closed: Sandbox,
@@ -249,36 +250,35 @@ impl Kit {
         let mut report = Report::new(source);
         let name = source.rsplit('/').next().unwrap_or(source);
         let started = Instant::now();
-        let module =
-            match self
-                .closed
-                .load_bytes_with(name, source, bytes, None, &self.module_limits)
-            {
-                Ok(module) => {
-                    let module = std::sync::Arc::new(module);
-                    report.digest = Some(module.digest().to_owned());
-                    report.push(
-                        "contract",
-                        "loads as a reviewer",
-                        ("loads", "loads"),
-                        true,
-                        None,
-                        started.elapsed(),
-                    );
-                    module
-                }
-                Err(error) => {
-                    report.push(
-                        "contract",
-                        "loads as a reviewer",
-                        ("loads", "refused"),
-                        false,
-                        Some(error.to_string()),
-                        started.elapsed(),
-                    );
-                    return report;
-                }
-            };
+        let loaded = self
+            .closed
+            .load_bytes_with(name, source, bytes, None, &self.module_limits);
+        let module = match loaded {
+            Ok(module) => {
+                let module = std::sync::Arc::new(module);
+                report.digest = Some(module.digest().to_owned());
+                report.push(
+                    "contract",
+                    "loads as a reviewer",
+                    ("loads", "loads"),
+                    true,
+                    None,
+                    started.elapsed(),
+                );
+                module
+            }
+            Err(error) => {
+                report.push(
+                    "contract",
+                    "loads as a reviewer",
+                    ("loads", "refused"),
+                    false,
+                    Some(error.to_string()),
+                    started.elapsed(),
+                );
+                return report;
+            }
+        };
         let claims = self.check_describe(&module, &mut report);
         if matches!(suite, Suite::Contract | Suite::All) {
             self.check_contract(&module, source, bytes, &mut report);
@@ -511,62 +511,15 @@ impl Kit {
 
         // Never reaches for files or sockets. Reads of the environment are
         // answered as production answers them (nothing) and reported.
+        // Inputs the module fails anyway are already reported (a panic, for
+        // one, reads RUST_BACKTRACE from the environment).
         let started = Instant::now();
-        let name = source.rsplit('/').next().unwrap_or(source);
-        let (got, detail) =
-            match self
-                .denied
-                .load_bytes_with(name, source, bytes, None, &self.module_limits)
-            {
-                Err(error) => ("refused".to_owned(), Some(error.to_string())),
-                Ok(denied) => {
-                    let mut reached: Vec<(String, usize)> = Vec::new();
-                    let mut read: Vec<(String, usize)> = Vec::new();
-                    let count = |seen: &mut Vec<(String, usize)>, import: &str| match seen
-                        .iter_mut()
-                        .find(|(name, _)| name == import)
-                    {
-                        Some((_, count)) => *count += 1,
-                        None => seen.push((import.to_owned(), 1)),
-                    };
-                    // Inputs the module fails anyway are already reported (a panic,
-                    // for one, reads RUST_BACKTRACE from the environment).
-                    let answered = requests
-                        .iter()
-                        .zip(&first)
-                        .filter(|(_, result)| result.is_ok());
-                    for ((_, request), _) in answered {
-                        let report = self.review(&denied, request);
-                        for import in &report.logs.environment_reads {
-                            count(&mut read, import);
-                        }
-                        if let Err(ReviewFailure::DeniedImport(import)) = report.result {
-                            count(&mut reached, &import);
-                        }
-                    }
-                    let on = |seen: &[(String, usize)]| {
-                        let calls: Vec<String> = seen
-                            .iter()
-                            .map(|(import, count)| format!("{import} (on {count} inputs)"))
-                            .collect();
-                        listing(&calls)
-                    };
-                    let reads = (!read.is_empty())
-                        .then(|| format!("read its environment, answered empty: {}", on(&read)));
-                    if reached.is_empty() {
-                        ("nothing".to_owned(), reads)
-                    } else {
-                        let called = format!("called {}", on(&reached));
-                        (
-                            "calls denied imports".to_owned(),
-                            Some(match reads {
-                                Some(reads) => format!("{called}; {reads}"),
-                                None => called,
-                            }),
-                        )
-                    }
-                }
-            };
+        let answered = requests
+            .iter()
+            .zip(&first)
+            .filter(|(_, result)| result.is_ok())
+            .map(|((_, request), _)| request);
+        let (got, detail) = self.check_sandboxed(source, bytes, answered);
         report.push(
             "contract",
             "sandboxed: no files or sockets; an empty environment",
@@ -575,6 +528,77 @@ impl Kit {
             detail,
             started.elapsed(),
         );
+    }
+}
+
+impl Kit {
+    /// The `sandboxed` row's result over `requests`, in the denying sandbox:
+    /// `nothing`, or `calls denied imports` with what was called; the note
+    /// lists the environment reads it answered empty.
+    fn check_sandboxed<'a>(
+        &self,
+        source: &str,
+        bytes: &[u8],
+        requests: impl Iterator<Item = &'a ReviewRequest>,
+    ) -> (String, Option<String>) {
+        let name = source.rsplit('/').next().unwrap_or(source);
+        let denied =
+            match self
+                .denied
+                .load_bytes_with(name, source, bytes, None, &self.module_limits)
+            {
+                Ok(denied) => denied,
+                Err(error) => return ("refused".to_owned(), Some(error.to_string())),
+            };
+        let mut reached = Tally::default();
+        let mut read = Tally::default();
+        for request in requests {
+            let review = self.review(&denied, request);
+            for import in &review.logs.environment_reads {
+                read.add(import);
+            }
+            if let Err(ReviewFailure::DeniedImport(import)) = review.result {
+                reached.add(&import);
+            }
+        }
+        let reads = (!read.is_empty())
+            .then(|| format!("read its environment, answered empty: {}", read.listing()));
+        if reached.is_empty() {
+            return ("nothing".to_owned(), reads);
+        }
+        let called = format!("called {}", reached.listing());
+        let detail = match reads {
+            Some(reads) => format!("{called}; {reads}"),
+            None => called,
+        };
+        ("calls denied imports".to_owned(), Some(detail))
+    }
+}
+
+/// Names, each with the number of inputs it came up on, in first-seen order.
+#[derive(Default)]
+struct Tally(Vec<(String, usize)>);
+
+impl Tally {
+    fn add(&mut self, name: &str) {
+        match self.0.iter_mut().find(|(seen, _)| seen == name) {
+            Some((_, count)) => *count += 1,
+            None => self.0.push((name.to_owned(), 1)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `NAME (on N inputs)`, the first few.
+    fn listing(&self) -> String {
+        let names: Vec<String> = self
+            .0
+            .iter()
+            .map(|(name, count)| format!("{name} (on {count} inputs)"))
+            .collect();
+        listing(&names)
     }
 }
 
