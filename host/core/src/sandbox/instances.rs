@@ -11,7 +11,7 @@
 
 use wasmparser::{
     ComponentAlias, ComponentExternalKind, ComponentInstance, ComponentOuterAliasKind,
-    ComponentTypeRef, Instance, Parser, Payload,
+    ComponentTypeRef, Instance, Parser, Payload, SectionLimited,
 };
 
 /// A component (or core module) being walked: the instances it creates, and
@@ -51,39 +51,12 @@ pub(crate) fn core_instances(bytes: &[u8]) -> Result<u64, wasmparser::BinaryRead
                 _ => {}
             },
             payload => {
-                let depth = stack.len();
-                // What an outer alias names, found before the frame is
-                // borrowed mutably.
-                let outer_component = |stack: &[Frame], count: u32, index: u32| -> u64 {
-                    match depth
-                        .checked_sub(1 + count as usize)
-                        .and_then(|level| stack.get(level))
-                    {
-                        Some(Frame::Component { components, .. }) => {
-                            components.get(index as usize).copied().unwrap_or(0)
-                        }
-                        _ => 0,
+                let aliased = match &payload {
+                    Payload::ComponentAliasSection(reader) => {
+                        aliased_components(reader.clone(), &stack)?
                     }
+                    _ => Vec::new(),
                 };
-                let mut aliased = Vec::new();
-                if let Payload::ComponentAliasSection(reader) = &payload {
-                    for alias in reader.clone() {
-                        match alias? {
-                            ComponentAlias::Outer {
-                                kind: ComponentOuterAliasKind::Component,
-                                count,
-                                index,
-                            } => aliased.push(outer_component(&stack, count, index)),
-                            // A component exported by an instance: its
-                            // instantiations are not visible here.
-                            ComponentAlias::InstanceExport {
-                                kind: ComponentExternalKind::Component,
-                                ..
-                            } => aliased.push(0),
-                            _ => {}
-                        }
-                    }
-                }
                 let Some(Frame::Component {
                     instances,
                     components,
@@ -97,6 +70,44 @@ pub(crate) fn core_instances(bytes: &[u8]) -> Result<u64, wasmparser::BinaryRead
         }
     }
     Ok(0)
+}
+
+/// The components an alias section adds to the innermost component's index
+/// space, each as the core instances it creates; `stack` is the components
+/// being walked, the innermost last.
+fn aliased_components(
+    aliases: SectionLimited<'_, ComponentAlias<'_>>,
+    stack: &[Frame],
+) -> Result<Vec<u64>, wasmparser::BinaryReaderError> {
+    let mut aliased = Vec::new();
+    for alias in aliases {
+        match alias? {
+            ComponentAlias::Outer {
+                kind: ComponentOuterAliasKind::Component,
+                count,
+                index,
+            } => {
+                let outer = stack
+                    .len()
+                    .checked_sub(1 + count as usize)
+                    .and_then(|level| stack.get(level));
+                aliased.push(match outer {
+                    Some(Frame::Component { components, .. }) => {
+                        components.get(index as usize).copied().unwrap_or(0)
+                    }
+                    _ => 0,
+                });
+            }
+            // A component exported by an instance: its instantiations are
+            // not visible here.
+            ComponentAlias::InstanceExport {
+                kind: ComponentExternalKind::Component,
+                ..
+            } => aliased.push(0),
+            _ => {}
+        }
+    }
+    Ok(aliased)
 }
 
 /// Adds what one section of a component creates or names.
