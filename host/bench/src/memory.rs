@@ -37,7 +37,11 @@ pub(super) fn process_is_sleeping(pid: u32) -> bool {
 }
 
 fn status_bytes(process: &str, field: &str) -> Option<u64> {
-    let status = proc_file(process, "status")?;
+    field_bytes(&proc_file(process, "status")?, field)
+}
+
+/// One `kB` field of a `/proc/PID/status` text, in bytes.
+fn field_bytes(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with(field))?;
     let kib: u64 = line
         .get(field.len()..)?
@@ -67,8 +71,14 @@ mod tests {
 
     #[test]
     fn own_readings_are_plausible() {
-        let rss = current_rss().unwrap();
-        let peak = peak_rss().unwrap();
+        assert!(current_rss().is_some_and(|rss| rss > 0));
+        assert!(peak_rss().is_some_and(|peak| peak > 0));
+        // The peak is at least the RSS only within one reading: between two
+        // reads another test may reset the peak (`reset_peak_rss`) after
+        // memory was freed, so compare the fields of one snapshot.
+        let status = proc_file("self", "status").unwrap();
+        let rss = field_bytes(&status, "VmRSS:").unwrap();
+        let peak = field_bytes(&status, "VmHWM:").unwrap();
         assert!(rss > 0 && peak >= rss, "rss {rss}, peak {peak}");
         assert_eq!(process_peak_rss(u32::MAX), None);
     }
