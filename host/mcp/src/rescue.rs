@@ -76,6 +76,18 @@ pub fn rescue_message(message: &[u8]) -> Option<Vec<u8>> {
     {
         return None;
     }
+    // The usual elicitation costs a look at its top-level members and
+    // rmcp's decode; a message whose members cannot be read that way (a
+    // repeated top-level key) takes the general path below.
+    if let Ok(head) = serde_json::from_slice::<Head<'_>>(message) {
+        if head.method.as_deref() != Some(ELICITATION_METHOD) || !head.id.0 {
+            return None;
+        }
+        let forged = head.params.is_some_and(carries_marker);
+        if !forged && serde_json::from_slice::<ServerJsonRpcMessage>(message).is_ok() {
+            return None;
+        }
+    }
     let mut object: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(message).ok()?;
     let method: String = serde_json::from_str(object.get("method")?.get()).ok()?;
     if method != ELICITATION_METHOD || !object.contains_key("id") {
@@ -100,10 +112,40 @@ pub fn rescue_message(message: &[u8]) -> Option<Vec<u8>> {
         .then_some(rescued)
 }
 
-/// Whether raw params are an object with a [`RAW_PARAMS_KEY`] member.
+/// Whether raw params are an object with a [`RAW_PARAMS_KEY`] member. The
+/// key cannot be there if its text is not, unless escapes spell it.
 fn carries_marker(params: &RawValue) -> bool {
+    let text = params.get().as_bytes();
+    if memchr::memmem::find(text, RAW_PARAMS_KEY.as_bytes()).is_none()
+        && memchr::memchr(b'\\', text).is_none()
+    {
+        return false;
+    }
     serde_json::from_str::<BTreeMap<String, IgnoredAny>>(params.get())
         .is_ok_and(|members| members.contains_key(RAW_PARAMS_KEY))
+}
+
+/// The top-level members [`rescue_message`] looks at; the others are
+/// skipped unread.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    id: Present,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+/// Whether a member is there at all: `"id": null` is an id for this test,
+/// as it is a key in the general path's map.
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> serde::Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <IgnoredAny as serde::Deserialize>::deserialize(deserializer).map(|_| Present(true))
+    }
 }
 
 /// The params of an elicitation that reached the custom-request path, as
@@ -387,6 +429,14 @@ mod tests {
         assert_eq!(
             unwrap_params(out["params"].clone()),
             json!({RAW_PARAMS_KEY: inner})
+        );
+        // Spelled with an escape, the key is still the marker.
+        let escaped = r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{"gatehouse\/raw":{"message":"m","requestedSchema":{"type":"object"}}}}"#;
+        let out: Value =
+            serde_json::from_slice(&rescue_message(escaped.as_bytes()).expect("rescued")).unwrap();
+        assert_eq!(
+            out["params"][RAW_PARAMS_KEY][RAW_PARAMS_KEY]["message"],
+            "m"
         );
     }
 
