@@ -274,7 +274,7 @@ impl Router {
             Ok(params) => params.elicitation.mode().to_string(),
             Err(_) => "invalid".to_owned(),
         };
-        let mut decided = if let Some(limit) = over_cap {
+        let decided = if let Some(limit) = over_cap {
             Decided::over_cap(limit)
         } else if duplicate {
             Decided::duplicate()
@@ -291,6 +291,9 @@ impl Router {
             }
         };
         drop(arrival);
+        let accepted = matches!(&decided.answer, Ok(answer) if answer.action == Action::Accept);
+        // The answer as it goes on the wire, written to the audit line.
+        let mut answer = decided.answer.map(|answer| answer.to_wire());
         let record = AuditRecord {
             time: now_rfc3339(),
             server: elicitation.server.clone(),
@@ -305,10 +308,10 @@ impl Router {
             },
             mode,
             decided_by: decided.by,
-            reason: decided.reason.clone(),
-            steps: std::mem::take(&mut decided.steps),
-            answer: match &decided.answer {
-                Ok(answer) => answer.to_wire(),
+            reason: decided.reason,
+            steps: decided.steps,
+            answer: match &answer {
+                Ok(wire) => wire.clone(),
                 Err(error) => {
                     serde_json::json!({"error": {"code": error.code.0, "message": error.message}})
                 }
@@ -318,18 +321,16 @@ impl Router {
         if let Err(error) = self.write_audit(record).await {
             // Reported, never swallowed; and nothing is accepted unaudited.
             tracing::error!(server = %elicitation.server, "{error}");
-            if matches!(&decided.answer, Ok(answer) if answer.action == Action::Accept) {
-                decided.answer = Ok(ElicitAnswer::failed(&ReviewFailure::Trap(
-                    "audit log unavailable".to_owned(),
-                )));
+            if accepted {
+                let failure = ReviewFailure::Trap("audit log unavailable".to_owned());
+                answer = Ok(ElicitAnswer::failed(&failure).to_wire());
             }
         }
-        match decided.answer {
-            Ok(answer) => serde_json::from_value(answer.to_wire()).map_err(|error| {
+        answer.and_then(|wire| {
+            serde_json::from_value(wire).map_err(|error| {
                 ErrorData::internal_error(format!("cannot encode the answer: {error}"), None)
-            }),
-            Err(error) => Err(error),
-        }
+            })
+        })
     }
 
     /// Writes one audit line. With `audit_sync = "always"` the write waits
@@ -386,7 +387,8 @@ impl Router {
                 // The reviewer in force for a strict request is the server's
                 // own setting, else auto_review (`Effective::strict_reviewer`).
                 let strict = settings.for_strict_review();
-                let request = self.review_request(elicitation, params, &strict, tie.binding);
+                let request =
+                    Arc::new(self.review_request(elicitation, params, &strict, tie.binding));
                 let report = self
                     .run_chain(&request, &elicitation.cancelled, tie.replaced.as_ref())
                     .await;
@@ -398,7 +400,8 @@ impl Router {
                     .await
             }
             Route::Chain => {
-                let request = self.review_request(elicitation, params, &settings, tie.binding);
+                let request =
+                    Arc::new(self.review_request(elicitation, params, &settings, tie.binding));
                 let report = self
                     .run_chain(&request, &elicitation.cancelled, tie.replaced.as_ref())
                     .await;
@@ -460,12 +463,11 @@ impl Router {
     /// before it stay in the report.
     async fn run_chain(
         &self,
-        request: &ReviewRequest,
+        request: &Arc<ReviewRequest>,
         cancelled: &CancellationToken,
         replaced: Option<&CancellationToken>,
     ) -> ChainReport {
         let server = request.context().server_name.clone();
-        let request = Arc::new(request.clone());
         let cancel = Cancel::new();
         let mut run = ChainRun::new(self.chain.load_full());
         let replaced = replaced.cloned().unwrap_or_default();
