@@ -8,6 +8,11 @@
 //! - the resident memory of an idle `gatehouse serve` with three modules.
 //!
 //! Run: `.ci/build-guests && cargo build --release -p gatehouse-example-servers && cargo bench -p gatehouse --bench gateway`
+//!
+//! To compare two builds side by side in one run, set
+//! `GATEHOUSE_BENCH_BASELINE` to another `gatehouse` binary: each
+//! through-gatehouse row is then measured for it too ("baseline"), the two
+//! connections to their own copies of the config and the demo-server.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -127,13 +132,24 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = gateway_config(dir.path(), 1);
 
-    let (direct, through) = runtime.block_on(async {
+    let baseline_dir = tempfile::tempdir().expect("tempdir");
+    let baseline_config = gateway_config(baseline_dir.path(), 1);
+    let baseline_binary = std::env::var_os("GATEHOUSE_BENCH_BASELINE").map(PathBuf::from);
+    let gateway = |binary: &Path, config: &Path| {
+        let mut gateway = tokio::process::Command::new(binary);
+        gateway.arg("serve").arg("--config").arg(config);
+        gateway.env("RUST_LOG", "error");
+        gateway
+    };
+    let (direct, through, baseline) = runtime.block_on(async {
         let mut server = tokio::process::Command::new(demo_server());
         server.args(["--name", "git"]);
-        let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-        gateway.arg("serve").arg("--config").arg(&config);
-        gateway.env("RUST_LOG", "error");
-        (connect(server).await, connect(gateway).await)
+        let through = gateway(Path::new(env!("CARGO_BIN_EXE_gatehouse")), &config);
+        let baseline = match &baseline_binary {
+            Some(binary) => Some(connect(gateway(binary, &baseline_config)).await),
+            None => None,
+        };
+        (connect(server).await, connect(through).await, baseline)
     });
 
     let mut group = c.benchmark_group("gateway (stdio)");
@@ -151,6 +167,15 @@ fn bench(c: &mut Criterion) {
                 .expect("echo")
         })
     });
+    if let Some(baseline) = &baseline {
+        group.bench_function("tools/call echo: through baseline gatehouse", |b| {
+            b.iter(|| {
+                runtime
+                    .block_on(baseline.call_tool(call("git__echo", json!({"text": "hi"}))))
+                    .expect("echo")
+            })
+        });
+    }
     group.bench_function("elicitation end to end: direct (client answers)", |b| {
         b.iter(|| {
             runtime
@@ -168,10 +193,25 @@ fn bench(c: &mut Criterion) {
             })
         },
     );
+    if let Some(baseline) = &baseline {
+        group.bench_function(
+            "elicitation end to end: through baseline gatehouse (guardian)",
+            |b| {
+                b.iter(|| {
+                    runtime
+                        .block_on(baseline.call_tool(call("git__elicit_raw", approval())))
+                        .expect("elicit_raw")
+                })
+            },
+        );
+    }
     group.finish();
     runtime.block_on(async {
         let _ = direct.cancel().await;
         let _ = through.cancel().await;
+        if let Some(baseline) = baseline {
+            let _ = baseline.cancel().await;
+        }
     });
 
     // Idle memory: `gatehouse serve` with three modules, after start-up.
