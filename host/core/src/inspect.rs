@@ -6,7 +6,7 @@ use serde::Serialize;
 use wasmtime::component::Component;
 
 use crate::contract::{self, REVIEW_INTERFACE, split_versioned};
-use crate::sandbox::{LoadError, ModuleInfo, Sandbox};
+use crate::sandbox::{LoadError, ModuleInfo, ModuleLimits, Sandbox};
 
 /// The pool resources a component needs per instance.
 #[derive(Debug, Clone, Serialize)]
@@ -68,6 +68,18 @@ fn serialize_loadable<S: serde::Serializer>(
 /// Inspects a component. Fails only when the bytes are not a component that
 /// compiles; a component of another world is reported, not refused.
 pub fn inspect(sandbox: &Sandbox, source: &str, bytes: &[u8]) -> Result<Inspection, LoadError> {
+    inspect_with(sandbox, source, bytes, &ModuleLimits::default())
+}
+
+/// [`inspect`], with the module loaded (and `describe()` run) under its own
+/// `limits`, as a `[[review.modules]]` entry's `limits` give them. The
+/// sandbox's pool must have room for them (`LimitsBuilder::room_for`).
+pub fn inspect_with(
+    sandbox: &Sandbox,
+    source: &str,
+    bytes: &[u8],
+    limits: &ModuleLimits,
+) -> Result<Inspection, LoadError> {
     let component =
         Component::new(sandbox.engine(), bytes).map_err(|error| LoadError::Compile {
             module: source.to_owned(),
@@ -104,7 +116,7 @@ pub fn inspect(sandbox: &Sandbox, source: &str, bytes: &[u8]) -> Result<Inspecti
         core_instances: crate::sandbox::core_instances(bytes),
     });
     let name = source.rsplit('/').next().unwrap_or(source);
-    let reviewer = match sandbox.load_bytes(name, source, bytes, None) {
+    let reviewer = match sandbox.load_bytes_with(name, source, bytes, None, limits) {
         Ok(module) => module
             .describe()
             .map_err(|failure| format!("describe() failed: {failure}")),

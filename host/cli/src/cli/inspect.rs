@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use gatehouse_core::escape::Escaped;
-use gatehouse_core::inspect::{Inspection, host_contract, inspect};
-use gatehouse_core::sandbox::{Limits, Sandbox};
+use gatehouse_core::inspect::{Inspection, host_contract, inspect_with};
+use gatehouse_core::sandbox::Sandbox;
 
 use super::Format;
 
@@ -17,6 +17,10 @@ use super::Format;
 pub struct InspectArgs {
     /// The component file.
     module: PathBuf,
+    /// The module's own limits, as a [[review.modules]] entry's `limits`
+    /// give them: `describe()` runs under them.
+    #[command(flatten)]
+    limits: super::module_limits::ModuleLimitsArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -25,8 +29,13 @@ pub struct InspectArgs {
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(&args.module)
         .with_context(|| format!("{}: cannot read the module", args.module.display()))?;
-    let sandbox = Sandbox::new(Limits::default())?;
-    let report = inspect(&sandbox, &args.module.display().to_string(), &bytes)?;
+    let sandbox = Sandbox::new(args.limits.sandbox_limits())?;
+    let report = inspect_with(
+        &sandbox,
+        &args.module.display().to_string(),
+        &bytes,
+        &args.limits.to_module_limits(),
+    )?;
     match args.format {
         Format::Json => println!(
             "{}",
