@@ -264,6 +264,20 @@ fn inspect_reports_contract_digest_and_claims() {
 }
 
 #[test]
+fn inspect_loads_the_module_under_the_limits_it_is_given() {
+    let guardian = guest("gatehouse_guardian");
+    let path = guardian.to_str().unwrap();
+    // The guardian creates 3 core instances: a limit of 2 refuses it, saying
+    // which limit to raise; its own limit of 3 loads it.
+    let output = gatehouse(&["inspect", path, "--core-instances", "2"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("NOT LOADABLE") && text.contains("core_instances"), "{text}");
+    let output = gatehouse(&["inspect", path, "--core-instances", "3"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
+#[test]
 fn conformance_passes_the_guardian_and_prints_junit() {
     let guardian = guest("gatehouse_guardian");
     let output = gatehouse(&[
