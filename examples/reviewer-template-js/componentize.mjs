@@ -1,5 +1,5 @@
 // Turns dist/reviewer.js (compiled from src/ by tsc) into reviewer.wasm, a
-// component of the `reviewer` world of ../../wit (gatehouse:reviewer@0.2.0).
+// component of the `reviewer` world of ./wit (gatehouse:reviewer@0.2.0).
 //
 // componentize-js is called as a library: the `jco componentize` command of
 // jco 1.35.0 cannot read a WIT path (its WASI shim fails with os error 44).
@@ -12,7 +12,7 @@ const here = (path) => fileURLToPath(new URL(path, import.meta.url));
 
 const { component, imports } = await componentize({
   sourcePath: here("./dist/reviewer.js"),
-  witPath: here("../../wit"),
+  witPath: here("./wit"),
   worldName: "reviewer",
   // No WASI: without these the engine imports stdio, clocks, random and HTTP,
   // which a reviewer must not use (and gatehouse's WASI denies anyway). The

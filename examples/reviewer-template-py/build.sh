@@ -29,7 +29,7 @@ case "${1:-}" in
         ;;
 esac
 
-wit=../../wit
+wit=wit
 python=${PYTHON:-python3.11}
 if ! command -v "$python" >/dev/null; then
     echo "$python not found: install Python 3.11 (or set PYTHON to a python3 >= 3.9)" >&2

@@ -4,9 +4,9 @@
 They are the Rust guest's unit tests, an exhaustive check of the wildcard
 matcher against a reference, the JSON strictness that `gatehouse` itself
 never lets reach a module (it re-serialises every config), and every case of
-`guests/allowlist/cases/` (the reference allowlist's own cases) evaluated
+`cases/` (the reference allowlist's own cases, `guests/allowlist/cases`) evaluated
 directly on `allowlist.py`. The same case files run on the
-built component with `gatehouse conformance reviewer.wasm --cases ../../guests/allowlist/cases`
+built component with `gatehouse conformance reviewer.wasm --cases cases`
 (and on the Rust guest, which passes them too).
 """
 
@@ -177,10 +177,10 @@ class StrictJsonTests(unittest.TestCase):
 
 
 class CaseFileTests(unittest.TestCase):
-    """Every case of guests/allowlist/cases/ on the policy itself, as the kit checks it."""
+    """Every case of cases/ (the allowlist's) on the policy itself, as the kit checks it."""
 
     def test_cases(self):
-        files = sorted((HERE / "../../guests/allowlist/cases").glob("*.json"))
+        files = sorted((HERE / "cases").glob("*.json"))
         self.assertTrue(files)
         for path in files:
             for case in json.loads(path.read_text(encoding="utf-8")):

@@ -10,8 +10,9 @@
 
 wit_bindgen::generate!({
     world: "reviewer",
-    // Copy gatehouse's `wit/` directory next to your crate and point here.
-    path: "../../wit",
+    // The contract, as `gatehouse new` writes it: the WIT of the gatehouse
+    // that made this project.
+    path: "wit",
 });
 
 use exports::gatehouse::reviewer::review::Guest;
@@ -25,7 +26,7 @@ struct Reviewer;
 impl Guest for Reviewer {
     fn describe() -> ModuleInfo {
         ModuleInfo {
-            name: "reviewer-template".to_owned(),
+            name: env!("CARGO_PKG_NAME").to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             // "stateless": this module keeps nothing between reviews.
             claims: vec!["stateless".to_owned()],

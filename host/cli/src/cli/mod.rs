@@ -6,6 +6,7 @@ mod conformance;
 mod demo;
 mod inspect;
 mod module_limits;
+mod new;
 mod plugins;
 mod reload;
 mod review;
@@ -43,6 +44,7 @@ enum Command {
     Reload(reload::ReloadArgs),
     Bench(bench::BenchArgs),
     Plugins(plugins::PluginsArgs),
+    New(new::NewArgs),
 }
 
 /// How results are printed.
@@ -64,7 +66,8 @@ impl Cli {
             | Command::Inspect(_)
             | Command::Serve(_)
             | Command::Reload(_)
-            | Command::Plugins(_) => "warn",
+            | Command::Plugins(_)
+            | Command::New(_) => "warn",
             Command::Demo(_) => "error",
             // Failed reviews are counted in the report, not logged one by one.
             Command::Bench(_) => "error",
@@ -83,6 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reload(args) => reload::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Plugins(args) => plugins::run(args),
+        Command::New(args) => new::run(args),
     }
 }
 

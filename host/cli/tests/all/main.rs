@@ -22,6 +22,7 @@ mod gateway;
 mod gateway_http;
 mod model_cli;
 mod model_gateway;
+mod new;
 mod resources;
 mod serve_control;
 mod templates;

@@ -164,6 +164,19 @@ fn the_rust_template_passes_the_contract_suite() {
 }
 
 #[test]
+fn the_rust_template_passes_its_own_cases() {
+    let cases = root().join("examples/reviewer-template/cases");
+    let rows = conformance(
+        "Rust template",
+        &guest("reviewer_template"),
+        &["--cases", &shown(&cases)],
+    );
+    let written: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(cases.join("hosts.json")).unwrap()).unwrap();
+    assert_eq!(outcomes(&rows, "cases").len(), written.len());
+}
+
+#[test]
 fn the_allowlist_passes_the_kit_alike_in_rust_typescript_and_python() {
     let Some(templates) = built_templates() else {
         return;

@@ -1,0 +1,507 @@
+//! `gatehouse new NAME [--lang rust|ts|py]`: a reviewer module project,
+//! ready to build outside this repository.
+//!
+//! The project is one of the templates in `examples/` (embedded in this
+//! binary) with its name put in, the WIT this gatehouse implements written
+//! under `wit/` (the wasm-tools and wit-bindgen convention; the contract has
+//! no dependencies, so there is no `wit/deps/`), its conformance cases under
+//! `cases/`, and a README with the three steps: build, prove, use.
+//! `host/cli/tests/all/new.rs` follows that README in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use gatehouse_core::escape::Escaped;
+
+/// Start a reviewer module project in a new directory: the template of a
+/// language, the WIT of this gatehouse, conformance cases, and a README with
+/// the steps to build, prove and use it.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The project's name: its directory and its package name (lowercase
+    /// letters, digits, `-` and `_`, starting with a letter; at most 64).
+    name: String,
+    /// The language.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: Lang,
+    /// The world the module is built for. `model-reviewer` (a module that
+    /// asks a language model) has no template yet.
+    #[arg(long, value_enum, default_value = "reviewer")]
+    world: WorldArg,
+    /// Where to create the project's directory.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+}
+
+/// A template's language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Lang {
+    /// Rust, with wit-bindgen (`cargo build --target wasm32-wasip2`).
+    Rust,
+    /// TypeScript, with componentize-js (node 20+ and npm).
+    Ts,
+    /// Python, with componentize-py (Python 3.9+ and pip).
+    Py,
+}
+
+/// The world a new module is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorldArg {
+    /// A reviewer: decides from the request and its config.
+    Reviewer,
+    /// A reviewer that asks a language model the operator grants it.
+    ModelReviewer,
+}
+
+/// One file of a project: where it goes, and its text before the name is
+/// put in.
+struct TemplateFile {
+    path: &'static str,
+    text: &'static str,
+    executable: bool,
+}
+
+/// A text to change in a template file: `from` must occur exactly `count`
+/// times, and each becomes `to` with `{name}` replaced by the project's.
+struct Rename {
+    path: &'static str,
+    from: &'static str,
+    to: &'static str,
+    count: usize,
+}
+
+macro_rules! file {
+    ($path:literal, $source:literal) => {
+        TemplateFile {
+            path: $path,
+            text: include_str!(concat!("../../../../", $source)),
+            executable: false,
+        }
+    };
+    ($path:literal, $source:literal, executable) => {
+        TemplateFile {
+            path: $path,
+            text: include_str!(concat!("../../../../", $source)),
+            executable: true,
+        }
+    };
+}
+
+/// The contract, as every project gets it.
+const WIT: TemplateFile = file!("wit/reviewer.wit", "wit/reviewer.wit");
+
+const RUST: &[TemplateFile] = &[
+    file!("Cargo.toml", "examples/reviewer-template/Cargo.toml"),
+    file!("src/lib.rs", "examples/reviewer-template/src/lib.rs"),
+    file!(
+        "cases/hosts.json",
+        "examples/reviewer-template/cases/hosts.json"
+    ),
+    TemplateFile {
+        path: ".gitignore",
+        text: "/target/\n",
+        executable: false,
+    },
+    TemplateFile {
+        path: "README.md",
+        text: include_str!("new/README.rust.md"),
+        executable: false,
+    },
+];
+
+const RUST_RENAMES: &[Rename] = &[
+    Rename {
+        path: "Cargo.toml",
+        from: "name = \"reviewer-template\"",
+        to: "name = \"{name}\"",
+        count: 1,
+    },
+    Rename {
+        path: "Cargo.toml",
+        from: "\n[dependencies]",
+        to: "\n# A project of its own: it builds wherever it is put.\n[workspace]\n\n\
+             # Small modules that are quick to instantiate, as gatehouse's own guests\n\
+             # are built (a panic traps the review, which fails closed).\n\
+             [profile.release]\nopt-level = \"s\"\nlto = true\ncodegen-units = 1\n\
+             strip = true\npanic = \"abort\"\n\n[dependencies]",
+        count: 1,
+    },
+];
+
+const TS: &[TemplateFile] = &[
+    file!(".gitignore", "examples/reviewer-template-js/.gitignore"),
+    file!(
+        "build.sh",
+        "examples/reviewer-template-js/build.sh",
+        executable
+    ),
+    file!(
+        "componentize.mjs",
+        "examples/reviewer-template-js/componentize.mjs"
+    ),
+    file!(
+        "package-lock.json",
+        "examples/reviewer-template-js/package-lock.json"
+    ),
+    file!("package.json", "examples/reviewer-template-js/package.json"),
+    file!(
+        "src/contract.ts",
+        "examples/reviewer-template-js/src/contract.ts"
+    ),
+    file!("src/json.ts", "examples/reviewer-template-js/src/json.ts"),
+    file!(
+        "src/policy.ts",
+        "examples/reviewer-template-js/src/policy.ts"
+    ),
+    file!(
+        "src/reviewer.ts",
+        "examples/reviewer-template-js/src/reviewer.ts"
+    ),
+    file!("src/wit.d.ts", "examples/reviewer-template-js/src/wit.d.ts"),
+    file!(
+        "test/policy.test.mjs",
+        "examples/reviewer-template-js/test/policy.test.mjs"
+    ),
+    file!(
+        "tsconfig.json",
+        "examples/reviewer-template-js/tsconfig.json"
+    ),
+    file!(
+        "cases/allowlist.json",
+        "guests/allowlist/cases/allowlist.json"
+    ),
+    file!(
+        "demo-config.json",
+        "examples/reviewer-template-py/demo-config.json"
+    ),
+    TemplateFile {
+        path: "README.md",
+        text: include_str!("new/README.ts.md"),
+        executable: false,
+    },
+];
+
+const TS_RENAMES: &[Rename] = &[
+    Rename {
+        path: "package.json",
+        from: "\"name\": \"gatehouse-reviewer-template-js\"",
+        to: "\"name\": \"{name}\"",
+        count: 1,
+    },
+    Rename {
+        path: "package-lock.json",
+        from: "\"name\": \"gatehouse-reviewer-template-js\"",
+        to: "\"name\": \"{name}\"",
+        count: 2,
+    },
+    Rename {
+        path: "src/reviewer.ts",
+        from: "name: \"allowlist-js\"",
+        to: "name: \"{name}\"",
+        count: 1,
+    },
+];
+
+const PY: &[TemplateFile] = &[
+    file!(".gitignore", "examples/reviewer-template-py/.gitignore"),
+    file!("allowlist.py", "examples/reviewer-template-py/allowlist.py"),
+    file!("app.py", "examples/reviewer-template-py/app.py"),
+    file!(
+        "build.sh",
+        "examples/reviewer-template-py/build.sh",
+        executable
+    ),
+    file!(
+        "demo-config.json",
+        "examples/reviewer-template-py/demo-config.json"
+    ),
+    file!(
+        "requirements.txt",
+        "examples/reviewer-template-py/requirements.txt"
+    ),
+    file!(
+        "test_allowlist.py",
+        "examples/reviewer-template-py/test_allowlist.py"
+    ),
+    file!(
+        "cases/allowlist.json",
+        "guests/allowlist/cases/allowlist.json"
+    ),
+    TemplateFile {
+        path: "README.md",
+        text: include_str!("new/README.py.md"),
+        executable: false,
+    },
+];
+
+const PY_RENAMES: &[Rename] = &[Rename {
+    path: "app.py",
+    from: "NAME = \"allowlist-py\"",
+    to: "NAME = \"{name}\"",
+    count: 1,
+}];
+
+impl Lang {
+    fn files(self) -> &'static [TemplateFile] {
+        match self {
+            Lang::Rust => RUST,
+            Lang::Ts => TS,
+            Lang::Py => PY,
+        }
+    }
+
+    fn renames(self) -> &'static [Rename] {
+        match self {
+            Lang::Rust => RUST_RENAMES,
+            Lang::Ts => TS_RENAMES,
+            Lang::Py => PY_RENAMES,
+        }
+    }
+}
+
+/// Why a name cannot be a project's.
+fn name_problem(name: &str) -> Option<&'static str> {
+    let mut chars = name.chars();
+    if !chars.next().is_some_and(|first| first.is_ascii_lowercase()) {
+        return Some("it must start with a lowercase letter");
+    }
+    if name.len() > 64 {
+        return Some("it is longer than 64 characters");
+    }
+    if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_') {
+        return Some("it may hold only lowercase letters, digits, `-` and `_`");
+    }
+    None
+}
+
+/// The files of a project named `name` in `lang`: paths and contents.
+fn project(name: &str, lang: Lang) -> anyhow::Result<Vec<(&'static str, String, bool)>> {
+    let mut files: Vec<(&'static str, String, bool)> = std::iter::once(&WIT)
+        .chain(lang.files())
+        .map(|file| (file.path, file.text.to_owned(), file.executable))
+        .collect();
+    let crate_name = name.replace('-', "_");
+    for (path, text, _) in &mut files {
+        for rename in lang.renames().iter().filter(|rename| rename.path == *path) {
+            let found = text.matches(rename.from).count();
+            if found != rename.count {
+                // The template changed under this command: a bug of ours.
+                bail!(
+                    "the {lang:?} template's {path} has `{}` {found} times, not {}: \
+                     gatehouse new needs updating",
+                    rename.from,
+                    rename.count
+                );
+            }
+            *text = text.replace(rename.from, &rename.to.replace("{name}", name));
+        }
+        if *path == "README.md" {
+            *text = text
+                .replace("{name}", name)
+                .replace("{crate}", &crate_name)
+                .replace("{version}", env!("CARGO_PKG_VERSION"));
+        }
+    }
+    Ok(files)
+}
+
+pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
+    if let Some(problem) = name_problem(&args.name) {
+        bail!(
+            "`{}` cannot be a project's name: {problem}",
+            Escaped(&args.name)
+        );
+    }
+    if args.world == WorldArg::ModelReviewer {
+        bail!(
+            "there is no model-reviewer template yet: start from `--world reviewer` and change \
+             `world: \"reviewer\"` to `\"model-reviewer\"` (wit/reviewer.wit documents the \
+             `model` interface; guests/model-guardian in gatehouse's repository is a worked example)"
+        );
+    }
+    let root = args.dir.join(&args.name);
+    let files = project(&args.name, args.lang)?;
+    create_dir(&root)?;
+    for (path, text, executable) in &files {
+        let target = root.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("{}: cannot create the directory", parent.display()))?;
+        }
+        write_new(&target, text, *executable)?;
+    }
+    println!(
+        "Created {} ({} reviewer module, contract {}) in {}.",
+        args.name,
+        match args.lang {
+            Lang::Rust => "a Rust",
+            Lang::Ts => "a TypeScript",
+            Lang::Py => "a Python",
+        },
+        gatehouse_core::contract::VERSION,
+        root.display()
+    );
+    println!(
+        "Next: read {}: build, prove with `gatehouse conformance`, add it to gatehouse.toml.",
+        root.join("README.md").display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Creates the project's directory; one that exists is refused, so nothing
+/// of anyone's is overwritten.
+fn create_dir(root: &Path) -> anyhow::Result<()> {
+    match std::fs::create_dir(root) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "{} already exists: choose another name or --dir (gatehouse new never writes into an existing directory)",
+            root.display()
+        ),
+        Err(error) => {
+            Err(error).with_context(|| format!("{}: cannot create the directory", root.display()))
+        }
+    }
+}
+
+/// Writes a file that must not exist yet.
+fn write_new(path: &Path, text: &str, executable: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(if executable { 0o755 } else { 0o644 });
+    }
+    #[cfg(not(unix))]
+    let _ = executable;
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("{}: cannot create the file", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("{}: cannot write the file", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The repository's root.
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    #[test]
+    fn every_rename_applies_to_every_language() {
+        for lang in [Lang::Rust, Lang::Ts, Lang::Py] {
+            let files = project("my-policy", lang).unwrap();
+            let readme = &files
+                .iter()
+                .find(|(path, ..)| *path == "README.md")
+                .unwrap()
+                .1;
+            for placeholder in ["{name}", "{crate}", "{version}"] {
+                assert!(!readme.contains(placeholder), "{lang:?}: {placeholder}");
+            }
+            for rename in lang.renames() {
+                let text = &files
+                    .iter()
+                    .find(|(path, ..)| *path == rename.path)
+                    .unwrap()
+                    .1;
+                let to = rename.to.replace("{name}", "my-policy");
+                assert!(text.contains(&to), "{lang:?} {}", rename.path);
+            }
+        }
+    }
+
+    #[test]
+    fn the_wit_is_the_contract_this_gatehouse_implements() {
+        let files = project("p", Lang::Rust).unwrap();
+        let wit = &files
+            .iter()
+            .find(|(path, ..)| *path == "wit/reviewer.wit")
+            .unwrap()
+            .1;
+        assert!(wit.contains(&format!(
+            "package gatehouse:reviewer@{};",
+            gatehouse_core::contract::VERSION
+        )));
+    }
+
+    /// Every file a template has in git is in the project (the `wit` and
+    /// `cases` links are written as files), and nothing else but the
+    /// README: a file added to a template and not here fails this test.
+    #[test]
+    fn the_embedded_files_are_the_templates_files() {
+        for (lang, dir) in [
+            (Lang::Rust, "examples/reviewer-template"),
+            (Lang::Ts, "examples/reviewer-template-js"),
+            (Lang::Py, "examples/reviewer-template-py"),
+        ] {
+            let listed = std::process::Command::new("git")
+                .args(["ls-files", "--", dir])
+                .current_dir(root())
+                .output();
+            let Ok(listed) = listed else {
+                eprintln!("git is not available: skipped");
+                return;
+            };
+            let mut in_git: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+                .lines()
+                .map(|line| {
+                    line.trim_start_matches(dir)
+                        .trim_start_matches('/')
+                        .to_owned()
+                })
+                .filter(|path| !path.is_empty())
+                // The template's own README is about the repository; the
+                // project gets its own.
+                .filter(|path| path != "README.md")
+                // Repository-only files: an example config with repository
+                // paths.
+                .filter(|path| path != "gatehouse.example.toml")
+                .map(|path| match path.as_str() {
+                    "wit" => "wit/reviewer.wit".to_owned(),
+                    "cases" => "cases/allowlist.json".to_owned(),
+                    _ => path,
+                })
+                .collect();
+            if lang == Lang::Rust {
+                in_git.push(".gitignore".to_owned());
+            }
+            if lang == Lang::Ts {
+                in_git.push("demo-config.json".to_owned());
+            }
+            in_git.sort();
+            let mut embedded: Vec<String> = project("p", lang)
+                .unwrap()
+                .into_iter()
+                .map(|(path, ..)| path.to_owned())
+                .filter(|path| path != "README.md")
+                .collect();
+            embedded.sort();
+            assert_eq!(embedded, in_git, "{lang:?}");
+        }
+    }
+
+    #[test]
+    fn names_that_are_no_package_names_are_refused() {
+        assert_eq!(name_problem("my-policy_2"), None);
+        for bad in [
+            "",
+            "My",
+            "2x",
+            "-x",
+            "a b",
+            "a/b",
+            "a\"b",
+            "ä",
+            &"a".repeat(65),
+        ] {
+            assert!(name_problem(bad).is_some(), "{bad:?}");
+        }
+    }
+}
