@@ -4,6 +4,7 @@
 mod bench;
 mod conformance;
 mod demo;
+mod init;
 mod inspect;
 mod module_limits;
 mod plugins;
@@ -43,6 +44,7 @@ enum Command {
     Reload(reload::ReloadArgs),
     Bench(bench::BenchArgs),
     Plugins(plugins::PluginsArgs),
+    Init(init::InitArgs),
 }
 
 /// How results are printed.
@@ -64,7 +66,8 @@ impl Cli {
             | Command::Inspect(_)
             | Command::Serve(_)
             | Command::Reload(_)
-            | Command::Plugins(_) => "warn",
+            | Command::Plugins(_)
+            | Command::Init(_) => "warn",
             Command::Demo(_) => "error",
             // Failed reviews are counted in the report, not logged one by one.
             Command::Bench(_) => "error",
@@ -83,6 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reload(args) => reload::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Plugins(args) => plugins::run(args),
+        Command::Init(args) => init::run(args),
     }
 }
 
