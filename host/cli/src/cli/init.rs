@@ -20,10 +20,12 @@ use gatehouse_core::private_fs;
 use gatehouse_mcp::import::{Client, ClientFile, Import, gateway_entry};
 use sha2::{Digest, Sha256};
 
-/// Write a commented gatehouse.toml to start from: the reference chain (the
-/// allowlist, then the guardian) with its modules copied to `modules/`
-/// beside it and their sha256 pinned, the [elicitations] defaults, and the
-/// MCP servers of your client's config. Then print the entry that points
+/// Write a commented gatehouse.toml from your MCP client's config.
+///
+/// It holds the reference chain (the allowlist, then the guardian) with its
+/// modules copied to `modules/` beside it and their sha256 pinned, the
+/// [elicitations] defaults, and the MCP servers of your client's config
+/// (--from). Then print the entry that points
 /// your client at `gatehouse serve`. Fields gatehouse cannot carry over are
 /// reported on stderr and as comments in the file. Nothing is overwritten
 /// without --force; the config is written 0600 (it may hold tokens copied
