@@ -18,6 +18,7 @@ pub mod control;
 pub mod discovery;
 pub mod gateway;
 pub mod handler;
+pub mod import;
 pub mod model;
 pub mod naming;
 pub mod refresh;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The default time a server has to start and answer `initialize`.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -14,58 +14,70 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A server table as written. Every field is optional here; [`RawServer::check`]
-/// decides what is valid.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// decides what is valid. It serializes back to the same table, leaving out
+/// what is unset or empty (`gatehouse init` writes imported servers so).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
     /// stdio: the program to start.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// stdio: its arguments.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// stdio: environment variables to set.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// stdio: host environment variables to pass through.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_vars: Vec<String>,
     /// stdio: the working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
     /// HTTP: the streamable HTTP endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// HTTP: the environment variable holding a bearer token.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bearer_token_env_var: Option<String>,
     /// HTTP: headers to send.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub http_headers: BTreeMap<String, String>,
     /// HTTP: headers whose values come from environment variables.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env_http_headers: BTreeMap<String, String>,
     /// `.mcp.json` only: `"stdio"`, `"http"` or `"streamable-http"`.
-    #[serde(default, rename = "type")]
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// `.mcp.json` only: HTTP headers (Claude's spelling).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     /// Seconds to start (default 30). Fractions allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub startup_timeout_sec: Option<f64>,
     /// Seconds a tool call may take (default 300).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_timeout_sec: Option<f64>,
     /// Whether to start it (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     /// Whether failing to start fails the whole runtime (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
     /// Only these tools (applied first).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled_tools: Option<Vec<String>>,
     /// Not these tools.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled_tools: Vec<String>,
     /// Codex's default approval mode for the server's tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub default_tools_approval_mode: Option<ApprovalMode>,
     /// gatehouse's own: which MCP protocol to speak (see [`Lifecycle`]);
     /// `"2026-07-28"`, `"auto"`, or a dated version with the `initialize`
     /// handshake. Default: the `initialize` handshake at the newest version
     /// the server accepts.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
 }
 
@@ -90,7 +102,7 @@ pub enum Lifecycle {
 pub const DISCOVER_PROTOCOL_VERSION: &str = "2026-07-28";
 
 /// Codex's `default_tools_approval_mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalMode {
     /// Decide automatically.
@@ -218,6 +230,24 @@ pub fn is_valid_server_name(name: &str) -> bool {
 }
 
 impl RawServer {
+    /// The keys a server table may have, as written (`type` included): what
+    /// serde's derive gives the deserializer, so the list cannot drift from
+    /// the struct. `gatehouse init` uses it to tell the fields it carries from
+    /// a client's config from those it reports as not carried.
+    ///
+    /// ```
+    /// use gatehouse_mcp::server_config::RawServer;
+    /// assert!(RawServer::field_names().contains(&"bearer_token_env_var"));
+    /// assert!(RawServer::field_names().contains(&"type"));
+    /// assert!(!RawServer::field_names().contains(&"oauth"));
+    /// ```
+    pub fn field_names() -> &'static [&'static str] {
+        let mut probe = FieldProbe(&[]);
+        // The probe always ends in an error, after recording the names.
+        let _ = RawServer::deserialize(&mut probe);
+        probe.0
+    }
+
     /// Checks the table of server `name`.
     pub fn check(&self, name: &str) -> Result<ServerConfig, ServerConfigError> {
         if !is_valid_server_name(name) {
@@ -346,6 +376,34 @@ impl RawServer {
     }
 }
 
+/// A deserializer that records the field names a derived `Deserialize`
+/// asks for, then stops ([`RawServer::field_names`]).
+struct FieldProbe(&'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for &mut FieldProbe {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("only structs are probed"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0 = fields;
+        Err(serde::de::Error::custom("probed"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map enum identifier ignored_any
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +489,29 @@ mod tests {
             error.starts_with("mcp_servers.p.protocol_version: \"2027-01-01\""),
             "{error}"
         );
+    }
+
+    #[test]
+    fn field_names_are_every_key_a_table_may_have() {
+        let names = RawServer::field_names();
+        assert_eq!(names.len(), 19, "{names:?}");
+        for name in names {
+            let error = toml::from_str::<RawServer>(&format!("{name} = 0\n"))
+                .err()
+                .map(|error| error.to_string())
+                .unwrap_or_default();
+            assert!(!error.contains("unknown field"), "{name}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_table_serializes_back_to_itself_without_its_unset_fields() {
+        let text =
+            "command = \"srv\"\nargs = [\"a\\nb\"]\nenv = { K = \"v\" }\ntool_timeout_sec = 5.0\n";
+        let raw = parse(text);
+        let written = toml::to_string(&raw).expect("serializes");
+        assert!(!written.contains("url"), "{written}");
+        assert_eq!(parse(&written), raw);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod bench;
 mod conformance;
 mod demo;
+mod init;
 mod inspect;
 mod module_limits;
 mod new;
@@ -45,6 +46,7 @@ enum Command {
     Bench(bench::BenchArgs),
     Plugins(plugins::PluginsArgs),
     New(new::NewArgs),
+    Init(init::InitArgs),
 }
 
 /// How results are printed.
@@ -67,7 +69,8 @@ impl Cli {
             | Command::Serve(_)
             | Command::Reload(_)
             | Command::Plugins(_)
-            | Command::New(_) => "warn",
+            | Command::New(_)
+            | Command::Init(_) => "warn",
             Command::Demo(_) => "error",
             // Failed reviews are counted in the report, not logged one by one.
             Command::Bench(_) => "error",
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args),
         Command::Plugins(args) => plugins::run(args),
         Command::New(args) => new::run(args),
+        Command::Init(args) => init::run(args),
     }
 }
 

@@ -20,6 +20,7 @@ mod compile_cache;
 mod discovery;
 mod gateway;
 mod gateway_http;
+mod init;
 mod model_cli;
 mod model_gateway;
 mod new;

@@ -53,21 +53,26 @@ pub(crate) fn reference_path(plugin_dir: &Path, reference: &str) -> Result<PathB
 
 /// The server map in a server file: `{"mcpServers": {...}}` or the map
 /// itself. `None` after a warning when it is neither.
-pub(crate) fn server_map(
+pub(crate) fn server_map_or_warn(
     value: Value,
     file: &Path,
     warnings: &mut Warnings,
 ) -> Option<Map<String, Value>> {
+    server_map(value)
+        .map_err(|why| warnings.push(format!("{}: {why}", file.display())))
+        .ok()
+}
+
+/// The server map in a server file (`.mcp.json`, Cursor's `mcp.json`):
+/// `{"mcpServers": {...}}` or the map itself; otherwise what is wrong.
+/// Discovery and `gatehouse init`'s import read server files with it.
+pub fn server_map(value: Value) -> Result<Map<String, Value>, &'static str> {
     let Value::Object(mut object) = value else {
-        warnings.push(format!("{}: not a JSON object", file.display()));
-        return None;
+        return Err("not a JSON object");
     };
     match object.remove("mcpServers") {
-        None => Some(object),
-        Some(Value::Object(servers)) => Some(servers),
-        Some(_) => {
-            warnings.push(format!("{}: `mcpServers` is not an object", file.display()));
-            None
-        }
+        None => Ok(object),
+        Some(Value::Object(servers)) => Ok(servers),
+        Some(_) => Err("`mcpServers` is not an object"),
     }
 }

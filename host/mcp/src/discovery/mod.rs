@@ -77,7 +77,7 @@ mod workspace;
 pub use cache::{DiscoveryCache, DiscoveryPass, RootResult};
 pub use error::DiscoveryError;
 pub use limits::DiscoveryLimits;
-pub use manifest::MANIFESTS;
+pub use manifest::{MANIFESTS, server_map};
 pub use names::sanitize_name;
 pub use root::{DiscoveredServer, RootDiscovery, discover_root, discover_root_within};
 pub use roots::{CapabilityRoot, MAX_ROOTS, combine_roots};

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::files::Reader;
-use super::manifest::{MCP_JSON, find_manifest, present, reference_path, server_map};
+use super::manifest::{MCP_JSON, find_manifest, present, reference_path, server_map_or_warn};
 use super::names::namespace;
 use super::root::DiscoveredServer;
 use super::servers::{Origin, servers};
@@ -139,7 +139,7 @@ fn server_file(
     let Some((value, sha256)) = reader.read_json(file, warnings) else {
         return Vec::new();
     };
-    let Some(map) = server_map(value, file, warnings) else {
+    let Some(map) = server_map_or_warn(value, file, warnings) else {
         return Vec::new();
     };
     let origin = Origin {

@@ -1,0 +1,349 @@
+//! `gatehouse init`: writes a commented `gatehouse.toml` to start from: the
+//! reference chain (the allowlist, then the guardian) with its modules copied
+//! beside the config and their sha256 pinned, the `[elicitations]` defaults
+//! spelled out, and the MCP servers of the operator's client imported
+//! ([`gatehouse_mcp::import`]); then prints the entry that points the client
+//! at `gatehouse serve` instead.
+//!
+//! The reference guests are not embedded in the binary (`gatehouse demo`
+//! loads them from the build too): they are copied from where the demo finds
+//! them, `--guests`, `GATEHOUSE_GUESTS_DIR`, or `wasm32-wasip2/guest` of the
+//! target directory this binary was built in.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use gatehouse_core::escape::Escaped;
+use gatehouse_core::private_fs;
+use gatehouse_mcp::import::{Client, ClientFile, Import, gateway_entry};
+use sha2::{Digest, Sha256};
+
+/// Write a commented gatehouse.toml from your MCP client's config.
+///
+/// It holds the reference chain (the allowlist, then the guardian) with its
+/// modules copied to `modules/` beside it and their sha256 pinned, the
+/// [elicitations] defaults, and the MCP servers of your client's config
+/// (--from). Then print the entry that points
+/// your client at `gatehouse serve`. Fields gatehouse cannot carry over are
+/// reported on stderr and as comments in the file. Nothing is overwritten
+/// without --force; the config is written 0600 (it may hold tokens copied
+/// from the client's config).
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// Import the MCP servers of `codex` (~/.codex/config.toml, or
+    /// $CODEX_HOME/config.toml), `claude` (~/.claude.json, with this
+    /// project's entry there, and ./.mcp.json), `cursor` (~/.cursor/mcp.json
+    /// and ./.cursor/mcp.json), or of the file at PATH (a config.toml, a
+    /// .claude.json, an .mcp.json or an mcp.json; write ./codex for a file
+    /// named like a client). `~` is $HOME.
+    #[arg(long, value_name = "codex|claude|cursor|PATH")]
+    from: Option<String>,
+    /// The config file to write.
+    #[arg(long, value_name = "FILE", default_value = "gatehouse.toml")]
+    config: PathBuf,
+    /// Replace the config and module files if they exist.
+    #[arg(long)]
+    force: bool,
+    /// Where the built reference guests are (default: GATEHOUSE_GUESTS_DIR,
+    /// else `wasm32-wasip2/guest` in the target directory of this binary,
+    /// as `gatehouse demo`).
+    #[arg(long, value_name = "DIR")]
+    guests: Option<PathBuf>,
+}
+
+/// The reference chain, in order: the built guest's file stem, the name in
+/// the chain, and the file beside the config.
+const MODULES: [(&str, &str, &str); 2] = [
+    ("gatehouse_allowlist", "allowlist", "modules/allowlist.wasm"),
+    ("gatehouse_guardian", "guardian", "modules/guardian.wasm"),
+];
+
+/// A reference module to write: its name in the chain, its path relative to
+/// the config and the absolute one, its bytes and their sha256 (hex).
+struct Module {
+    name: &'static str,
+    relative: &'static str,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    digest: String,
+}
+
+/// Where the servers come from, and so which entry to print.
+enum Source {
+    Client(Client),
+    File(ClientFile),
+}
+
+pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir().context("cannot tell the current directory")?;
+    let config = absolute(&cwd, &args.config);
+    let base = config
+        .parent()
+        .map_or_else(|| cwd.clone(), Path::to_path_buf);
+
+    // Everything is read and checked before anything is written.
+    let source = match args.from.as_deref() {
+        None => None,
+        Some(name) => Some(match Client::from_name(name) {
+            Some(client) => Source::Client(client),
+            None => Source::File(ClientFile::detect(&absolute(&cwd, Path::new(name)))?),
+        }),
+    };
+    let import = match &source {
+        None => Import::default(),
+        Some(Source::Client(client)) => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .context("HOME is not set: it says where the client's config is (`~`)")?;
+            let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+            let files = client.files(&home, codex_home.as_deref(), &cwd);
+            Import::from_files(client.name(), &files)?
+        }
+        Some(Source::File(file)) => Import::from_file(file)?,
+    };
+    let guests = guests_dir(args.guests)?;
+    let mut modules = Vec::new();
+    for (stem, name, relative) in MODULES {
+        let from = guests.join(format!("{stem}.wasm"));
+        let bytes = std::fs::read(&from).with_context(|| {
+            format!(
+                "{}: cannot read the reference guest `{name}`; build the guests with `.ci/build-guests --reference` or pass --guests DIR",
+                from.display()
+            )
+        })?;
+        modules.push(Module {
+            name,
+            relative,
+            path: base.join(relative),
+            digest: hex::encode(Sha256::digest(&bytes)),
+            bytes,
+        });
+    }
+    let text = config_text(source.is_some(), &modules, &import)?;
+
+    let targets: Vec<&Path> = std::iter::once(config.as_path())
+        .chain(modules.iter().map(|module| module.path.as_path()))
+        .collect();
+    if !args.force
+        && let Some(existing) = targets
+            .iter()
+            .find(|path| std::fs::symlink_metadata(path).is_ok())
+    {
+        bail!(
+            "{} exists; pass --force to replace it (and the other files init writes: {})",
+            existing.display(),
+            list(&targets)
+        );
+    }
+    let modules_dir = base.join("modules");
+    std::fs::create_dir_all(&modules_dir)
+        .with_context(|| format!("{}: cannot create the directory", modules_dir.display()))?;
+    for module in &modules {
+        write(&module.path, &module.bytes, args.force)?;
+    }
+    write(&config, text.as_bytes(), args.force)?;
+
+    for note in &import.notes {
+        eprintln!("gatehouse: warning: {note}");
+    }
+    eprintln!(
+        "gatehouse: wrote {} ({} MCP server{} imported) and {}",
+        config.display(),
+        import.servers.len(),
+        if import.servers.len() == 1 { "" } else { "s" },
+        list(&targets[1..]),
+    );
+    print_next_steps(source.as_ref(), &import, &config)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The config file's text. Only the server tables hold text from the
+/// client's config ([`Import::to_toml`] writes them safely); everything else
+/// here is gatehouse's own.
+fn config_text(imported: bool, modules: &[Module], import: &Import) -> anyhow::Result<String> {
+    let mut text = String::from(HEADER);
+    for Module {
+        name,
+        relative,
+        digest,
+        ..
+    } in modules
+    {
+        let (comment, config) = match *name {
+            "allowlist" => (ALLOWLIST_COMMENT, ALLOWLIST_CONFIG),
+            _ => (GUARDIAN_COMMENT, GUARDIAN_CONFIG),
+        };
+        text.push_str(comment);
+        text.push_str(&format!(
+            "[[review.modules]]\nname = \"{name}\"\npath = \"{relative}\"\nsha256 = \"{digest}\"    # `gatehouse inspect {relative}` prints it; a module with another digest is refused\n"
+        ));
+        text.push_str(config);
+    }
+    text.push_str(ELICITATIONS);
+    text.push_str(SERVERS_HEADER);
+    if !imported {
+        text.push_str(NO_SERVERS);
+    } else if import.servers.is_empty() {
+        text.push_str("# The client's config had no server gatehouse can carry over.\n");
+    }
+    text.push_str(&import.to_toml()?);
+    Ok(text)
+}
+
+const HEADER: &str = r#"# gatehouse.toml, written by `gatehouse init`. Every key is documented in the
+# README's Configuration section. Check it with `gatehouse review --config
+# THIS_FILE --request R.json`; serve it with `gatehouse serve --config THIS_FILE`.
+
+[review]
+on_failure = "decline"         # a module that fails declines (fail closed); "defer" passes to the next module
+verify_contract = true         # every module runs the conformance contract suite before it is used
+
+[review.limits]                # per review, every module; each field optional, the defaults shown
+deadline_ms = 50
+memory_bytes = 16777216
+concurrent_reviews = 64
+
+"#;
+
+const ALLOWLIST_COMMENT: &str = r#"# Policy first: the allowlist answers what its rules know and defers the rest.
+# A rule: { server, tool, mode, url, decision, message, content }, first match
+# wins; decision is accept | decline | cancel | defer. For example:
+#   { mode = "url", url = "https://tracker.example.com/*", decision = "accept" },
+#   { tool = "delete_*", decision = "decline", message = "Deleting is not allowed from this agent." },
+"#;
+
+const ALLOWLIST_CONFIG: &str = "config = { rules = [], default = \"defer\" }\n\n";
+
+const GUARDIAN_COMMENT: &str = r#"# The reviewer last: Codex's Guardian review with rules for risk. Deny rules
+# first, then allow rules ({ server, tool, reason }, `*` and `?` wildcards),
+# then the tool's annotations (destructive: deny, read-only: allow), then
+# `default`. For example:
+#   allow = [{ server = "docs", tool = "read_*" }]
+#   deny = [{ tool = "drop_*", reason = "dropping data needs a person" }]
+"#;
+
+const GUARDIAN_CONFIG: &str = "config = { allow = [], deny = [], default = \"deny\" }\n\n";
+
+const ELICITATIONS: &str = r#"# How elicitations are routed, and the audit log. The defaults, written out.
+[elicitations]
+auto_deny = false                    # true: decline everything at once, no review
+approval_policy = "on-request"       # untrusted | on-request | never | { granular = { mcp_elicitations = false } }
+approvals_reviewer = "auto_review"   # "user" sends every approval to the person
+auto_approve_prompts = false         # with "never": accept empty forms
+on_unhandled = "decline"             # what neither a module nor the person decided: decline | cancel
+person_timeout_sec = 300             # then the elicitation is cancelled
+max_in_flight_per_server = 256       # more at once from one server are declined at once (and audited)
+audit_log = "gatehouse-audit.jsonl"  # one JSON line per elicitation, relative to this file
+audit_sync = "batch"                 # always (fdatasync before each answer) | batch (<= 200 ms) | never
+
+# Per-server overrides, e.g. send one server's approvals to the person:
+# [elicitations.servers.github]
+# approvals_reviewer = "user"
+
+"#;
+
+const SERVERS_HEADER: &str = r#"# The MCP servers gatehouse serves, as Codex writes them: stdio (command,
+# args, env, env_vars, cwd) or streamable HTTP (url, bearer_token_env_var,
+# http_headers, env_http_headers); startup_timeout_sec, tool_timeout_sec,
+# enabled, required, enabled_tools, disabled_tools.
+"#;
+
+const NO_SERVERS: &str = r#"# None imported (`gatehouse init --from codex|claude|cursor|PATH` brings a
+# client's). For example:
+# [mcp_servers.files]
+# command = "my-mcp-server"
+# args = ["--root", "/srv/docs"]
+"#;
+
+/// The directory of the built reference guests, as `gatehouse demo` finds it.
+fn guests_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = flag.or_else(|| std::env::var_os("GATEHOUSE_GUESTS_DIR").map(PathBuf::from))
+    {
+        return Ok(dir);
+    }
+    let exe = std::env::current_exe().context("cannot tell where this binary is")?;
+    let exe_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok(exe_dir.join("../wasm32-wasip2/guest"))
+}
+
+/// Writes `bytes` to `path`, 0600, whole or not at all: to a temporary file
+/// beside it, then moved into place. Without `force` the move is a hard link,
+/// which fails if anything appeared at `path` meanwhile, so nothing is ever
+/// replaced.
+fn write(path: &Path, bytes: &[u8], force: bool) -> anyhow::Result<()> {
+    if force {
+        return private_fs::replace(path, &[bytes], true)
+            .with_context(|| format!("{}: cannot write it", path.display()));
+    }
+    let temporary = private_fs::temporary_path(path)?;
+    private_fs::write_new(&temporary, &[bytes], true)
+        .with_context(|| format!("{}: cannot write it", temporary.display()))?;
+    let linked = std::fs::hard_link(&temporary, path);
+    let _ = std::fs::remove_file(&temporary);
+    match linked {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => {
+            bail!("{} exists; pass --force to replace it", path.display())
+        }
+        Err(error) => Err(error).with_context(|| format!("{}: cannot write it", path.display())),
+    }
+}
+
+/// Prints (stdout) the entry that points the client at `gatehouse serve`
+/// and which of its servers to remove there.
+fn print_next_steps(source: Option<&Source>, import: &Import, config: &Path) -> anyhow::Result<()> {
+    let program = std::env::current_exe().context("cannot tell where this binary is")?;
+    let config = config
+        .canonicalize()
+        .unwrap_or_else(|_| config.to_path_buf());
+    let (json, place) = match source {
+        Some(Source::Client(Client::Codex)) => (false, "~/.codex/config.toml".to_owned()),
+        Some(Source::Client(Client::Claude)) => (true, "~/.claude.json or .mcp.json".to_owned()),
+        Some(Source::Client(Client::Cursor)) => (true, "~/.cursor/mcp.json".to_owned()),
+        Some(Source::File(file)) => (file.format.is_json(), file.path.display().to_string()),
+        None => {
+            println!("Point your client at gatehouse. Codex (~/.codex/config.toml):\n");
+            println!("{}\n", gateway_entry(false, &program, &config)?.trim_end());
+            println!("Claude Code (.mcp.json) or Cursor (~/.cursor/mcp.json):\n");
+            println!("{}", gateway_entry(true, &program, &config)?.trim_end());
+            return Ok(());
+        }
+    };
+    println!(
+        "Point your client at gatehouse: add this to {}\n",
+        Escaped(&place)
+    );
+    println!("{}", gateway_entry(json, &program, &config)?.trim_end());
+    if import.servers.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = import
+        .servers
+        .values()
+        .map(|server| format!("`{}`", Escaped(&server.original_name)))
+        .collect();
+    println!(
+        "\nThen remove (or disable{}) the servers gatehouse now serves, so the client does not reach them directly: {}",
+        if json { "" } else { ": enabled = false" },
+        names.join(", ")
+    );
+    Ok(())
+}
+
+fn absolute(cwd: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    }
+}
+
+fn list(paths: &[&Path]) -> String {
+    paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

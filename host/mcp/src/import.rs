@@ -1,0 +1,945 @@
+//! MCP servers imported from an MCP client's own config, for `gatehouse init`:
+//! Codex (`~/.codex/config.toml`, `[mcp_servers.NAME]`), Claude Code
+//! (`~/.claude.json`: `mcpServers` and the current project's entry under
+//! `projects`; the project's `.mcp.json`) and Cursor (`~/.cursor/mcp.json`,
+//! the project's `.cursor/mcp.json`).
+//!
+//! Every server table is read with the same [`RawServer`] the rest of
+//! gatehouse reads (`[mcp_servers.*]` and discovery's `.mcp.json`), one key at
+//! a time: a key [`RawServer`] does not know, or whose value it refuses, is
+//! left out and reported ([`Note`]), and the rest must pass
+//! [`RawServer::check`], or the server is left out and reported. Nothing is
+//! dropped silently.
+//!
+//! What the client wrote is untrusted text: [`Import::to_toml`] writes the
+//! tables with the `toml` serializer and every comment line escaped
+//! ([`gatehouse_core::escape`]), so a name or value can neither end a comment
+//! nor start a table of its own. A value with a newline is written as a
+//! multi-line string (still one value); a key whose value holds bidi
+//! controls, line separators or invisible characters, which TOML would keep
+//! raw, is not carried.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use gatehouse_core::escape::{Escaped, needs_escape};
+use serde_json::{Map, Value};
+
+use crate::discovery::sanitize_name;
+use crate::discovery::server_map;
+use crate::server_config::{RawServer, is_valid_server_name};
+
+/// The largest client config read (`~/.claude.json` keeps history too).
+pub const MAX_CLIENT_CONFIG_BYTES: u64 = 64 * 1024 * 1024;
+
+/// An MCP client whose config `gatehouse init --from` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    /// OpenAI Codex: TOML, `[mcp_servers.NAME]`.
+    Codex,
+    /// Claude Code: JSON, `mcpServers`.
+    Claude,
+    /// Cursor: JSON, `mcpServers`.
+    Cursor,
+}
+
+impl Client {
+    /// The client named `name` (`codex`, `claude`, `cursor`), if any.
+    pub fn from_name(name: &str) -> Option<Client> {
+        match name {
+            "codex" => Some(Client::Codex),
+            "claude" => Some(Client::Claude),
+            "cursor" => Some(Client::Cursor),
+            _ => None,
+        }
+    }
+
+    /// Its name as `--from` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Client::Codex => "codex",
+            Client::Claude => "claude",
+            Client::Cursor => "cursor",
+        }
+    }
+
+    /// The files this client reads its servers from, lowest precedence
+    /// first (a later file's server replaces an earlier one of the same
+    /// name): the user's under `home` (Codex: `codex_home`, its
+    /// `CODEX_HOME`, when set), then the project's under `project`.
+    pub fn files(self, home: &Path, codex_home: Option<&Path>, project: &Path) -> Vec<ClientFile> {
+        match self {
+            Client::Codex => vec![ClientFile {
+                path: codex_home
+                    .map_or_else(|| home.join(".codex"), Path::to_path_buf)
+                    .join("config.toml"),
+                format: FileFormat::CodexToml,
+            }],
+            Client::Claude => vec![
+                ClientFile {
+                    path: home.join(".claude.json"),
+                    format: FileFormat::ClaudeJson {
+                        project: Some(project.to_path_buf()),
+                    },
+                },
+                ClientFile {
+                    path: project.join(".mcp.json"),
+                    format: FileFormat::McpJson,
+                },
+            ],
+            Client::Cursor => vec![
+                ClientFile {
+                    path: home.join(".cursor").join("mcp.json"),
+                    format: FileFormat::McpJson,
+                },
+                ClientFile {
+                    path: project.join(".cursor").join("mcp.json"),
+                    format: FileFormat::McpJson,
+                },
+            ],
+        }
+    }
+}
+
+/// How a client file holds its servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileFormat {
+    /// Codex's `config.toml`: `[mcp_servers.NAME]` tables.
+    CodexToml,
+    /// Claude Code's `~/.claude.json`: `mcpServers`, and
+    /// `projects[PROJECT].mcpServers` for `project` (the local scope, which
+    /// wins over the user's).
+    ClaudeJson {
+        /// The project directory whose entry is read too.
+        project: Option<PathBuf>,
+    },
+    /// `.mcp.json` or Cursor's `mcp.json`: `{"mcpServers": {...}}`, or the
+    /// server map itself.
+    McpJson,
+}
+
+impl FileFormat {
+    /// Whether servers in this format are JSON (Claude's and Cursor's
+    /// shape) rather than Codex's TOML.
+    pub fn is_json(&self) -> bool {
+        !matches!(self, FileFormat::CodexToml)
+    }
+}
+
+/// One client config file and its format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientFile {
+    /// The file.
+    pub path: PathBuf,
+    /// What it holds.
+    pub format: FileFormat,
+}
+
+impl ClientFile {
+    /// The file at `path`, its format told by its extension (`.toml`: Codex;
+    /// `.json`: a `.claude.json` when it has `projects` or is named so, else
+    /// an `.mcp.json`), else by its contents (TOML with `mcp_servers`, or JSON).
+    pub fn detect(path: &Path) -> Result<ClientFile, ImportError> {
+        let extension = path.extension().and_then(|ext| ext.to_str());
+        let format = match extension {
+            Some("toml") => FileFormat::CodexToml,
+            Some("json") => json_format(path, &read_json(path)?),
+            _ => {
+                let text = read_text(path)?;
+                if let Ok(value) = serde_json::from_str::<Value>(&text) {
+                    json_format(path, &value)
+                } else if toml::from_str::<toml::Table>(&text)
+                    .is_ok_and(|table| table.contains_key("mcp_servers"))
+                {
+                    FileFormat::CodexToml
+                } else {
+                    return Err(ImportError::UnknownFormat(path.to_path_buf()));
+                }
+            }
+        };
+        Ok(ClientFile {
+            path: path.to_path_buf(),
+            format,
+        })
+    }
+}
+
+fn json_format(path: &Path, value: &Value) -> FileFormat {
+    let named_claude = path.file_name().is_some_and(|name| name == ".claude.json");
+    if named_claude || value.get("projects").is_some_and(Value::is_object) {
+        FileFormat::ClaudeJson { project: None }
+    } else {
+        FileFormat::McpJson
+    }
+}
+
+/// Why a client's config could not be imported. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The file could not be read.
+    #[error("{}: cannot read it: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_CLIENT_CONFIG_BYTES`].
+    #[error("{}: larger than {MAX_CLIENT_CONFIG_BYTES} bytes; is it a client config?", .0.display())]
+    TooLarge(PathBuf),
+    /// The file is not valid TOML or JSON, or its server map has the wrong
+    /// shape.
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        message: String,
+    },
+    /// `--from PATH` names a file that is neither TOML nor JSON.
+    #[error(
+        "{}: not a client config gatehouse knows: give a Codex config.toml, a .claude.json, an .mcp.json or a Cursor mcp.json",
+        .0.display()
+    )]
+    UnknownFormat(PathBuf),
+    /// None of the client's config files exists.
+    #[error("no {client} config found; looked at {}", list(.looked))]
+    NothingFound {
+        /// The client's name.
+        client: &'static str,
+        /// The files looked at.
+        looked: Vec<PathBuf>,
+    },
+    /// An imported table could not be written as TOML (a `cwd` that is not
+    /// UTF-8).
+    #[error("server `{}`: cannot write it as TOML: {message}", Escaped(.server))]
+    Write {
+        /// The server.
+        server: String,
+        /// The serializer's message.
+        message: String,
+    },
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A server brought over, under the name gatehouse knows it by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedServer {
+    /// Its name in the client's config (untrusted text: escape it to show it).
+    pub original_name: String,
+    /// The file it came from.
+    pub source: PathBuf,
+    /// The table, as gatehouse writes it (it passes [`RawServer::check`]).
+    pub raw: RawServer,
+}
+
+/// Something about one server that the user must know: what was not carried
+/// over, renamed, replaced or left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The server, as the client's config names it (untrusted text).
+    pub server: String,
+    /// The file whose entry it is about.
+    pub source: PathBuf,
+    /// What happened.
+    pub kind: NoteKind,
+}
+
+/// What a [`Note`] says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoteKind {
+    /// A key was not carried over.
+    FieldNotCarried {
+        /// The key (untrusted text).
+        field: String,
+        /// Why.
+        why: String,
+    },
+    /// The name is not a valid gatehouse server name; it was renamed.
+    Renamed {
+        /// The new name.
+        to: String,
+    },
+    /// The whole server was left out.
+    Skipped {
+        /// Why.
+        why: String,
+    },
+    /// A later file's server of the same name replaced this one.
+    Replaced {
+        /// The file whose server won.
+        by: PathBuf,
+    },
+    /// A value holds `${...}`, which the client expands and gatehouse does
+    /// not.
+    NotExpanded {
+        /// The key.
+        field: &'static str,
+    },
+}
+
+impl Note {
+    /// Whether it is about `server` (its name and its file).
+    pub fn is_about(&self, server: &ImportedServer) -> bool {
+        self.server == server.original_name && self.source == server.source
+    }
+}
+
+impl fmt::Display for Note {
+    /// One line, untrusted text escaped: safe for a terminal and for a TOML
+    /// comment.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "server `{}`: ", Escaped(&self.server))?;
+        match &self.kind {
+            NoteKind::FieldNotCarried { field, why } => {
+                write!(
+                    f,
+                    "field `{}` not carried: {}",
+                    Escaped(field),
+                    Escaped(why)
+                )
+            }
+            NoteKind::Renamed { to } => write!(
+                f,
+                "renamed to `{}`: gatehouse server names use only letters, digits, `_` and `-`",
+                Escaped(to)
+            ),
+            NoteKind::Skipped { why } => write!(f, "not carried: {}", Escaped(why)),
+            NoteKind::Replaced { by } => write!(
+                f,
+                "replaced by the server of the same name in {}",
+                Escaped(&by.display().to_string())
+            ),
+            NoteKind::NotExpanded { field } => write!(
+                f,
+                "field `{field}` holds `${{...}}`, which the client expands and gatehouse does not: carried as written, edit it"
+            ),
+        }
+    }
+}
+
+/// The servers imported from one client's files.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Import {
+    /// The files that were read, in order.
+    pub read: Vec<PathBuf>,
+    /// The servers carried over, by gatehouse name.
+    pub servers: BTreeMap<String, ImportedServer>,
+    /// What the user must know, in the order it was found.
+    pub notes: Vec<Note>,
+}
+
+/// Why the keys gatehouse does not know are not carried.
+const NO_EQUIVALENT: &str = "gatehouse has no equivalent";
+
+impl Import {
+    /// Imports the servers of `files`, lowest precedence first; files that do
+    /// not exist are skipped. `client` names the client in the error when
+    /// none exists.
+    pub fn from_files(client: &'static str, files: &[ClientFile]) -> Result<Import, ImportError> {
+        let mut import = Import::default();
+        for file in files {
+            if std::fs::symlink_metadata(&file.path).is_err() {
+                continue;
+            }
+            import.read_file(file)?;
+        }
+        if import.read.is_empty() {
+            return Err(ImportError::NothingFound {
+                client,
+                looked: files.iter().map(|file| file.path.clone()).collect(),
+            });
+        }
+        Ok(import)
+    }
+
+    /// Imports the servers of one file that must exist.
+    pub fn from_file(file: &ClientFile) -> Result<Import, ImportError> {
+        let mut import = Import::default();
+        import.read_file(file)?;
+        Ok(import)
+    }
+
+    fn read_file(&mut self, file: &ClientFile) -> Result<(), ImportError> {
+        let parse = |message: String| ImportError::Parse {
+            path: file.path.clone(),
+            message,
+        };
+        let maps: Vec<Map<String, Value>> = match &file.format {
+            FileFormat::CodexToml => {
+                let table: toml::Table = toml::from_str(&read_text(&file.path)?)
+                    .map_err(|error| parse(error.to_string().trim_end().to_owned()))?;
+                match table.get("mcp_servers") {
+                    None => vec![Map::new()],
+                    Some(servers) => match serde_json::to_value(servers) {
+                        Ok(Value::Object(map)) => vec![map],
+                        _ => return Err(parse("`mcp_servers` is not a table".to_owned())),
+                    },
+                }
+            }
+            FileFormat::McpJson => {
+                vec![server_map(read_json(&file.path)?).map_err(|why| parse(why.to_owned()))?]
+            }
+            FileFormat::ClaudeJson { project } => {
+                let value = read_json(&file.path)?;
+                let mut maps = vec![match value.get("mcpServers") {
+                    None => Map::new(),
+                    Some(Value::Object(map)) => map.clone(),
+                    Some(_) => return Err(parse("`mcpServers` is not an object".to_owned())),
+                }];
+                let local = project.as_ref().and_then(|project| {
+                    value
+                        .get("projects")?
+                        .get(project.to_string_lossy().as_ref())?
+                        .get("mcpServers")
+                });
+                match local {
+                    None => {}
+                    Some(Value::Object(map)) => maps.push(map.clone()),
+                    Some(_) => {
+                        return Err(parse(
+                            "the project's `mcpServers` is not an object".to_owned(),
+                        ));
+                    }
+                }
+                maps
+            }
+        };
+        self.read.push(file.path.clone());
+        for map in maps {
+            for (name, table) in map {
+                self.add(&name, table, file);
+            }
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, server: &str, source: &Path, kind: NoteKind) {
+        self.notes.push(Note {
+            server: server.to_owned(),
+            source: source.to_path_buf(),
+            kind,
+        });
+    }
+
+    /// Converts one server table and adds it, or notes why not.
+    fn add(&mut self, name: &str, table: Value, file: &ClientFile) {
+        let Value::Object(table) = table else {
+            self.note(
+                name,
+                &file.path,
+                NoteKind::Skipped {
+                    why: "its entry is not a table".to_owned(),
+                },
+            );
+            return;
+        };
+        let known = RawServer::field_names();
+        let mut carried = Map::new();
+        for (field, value) in table {
+            if !known.contains(&field.as_str()) {
+                self.note(
+                    name,
+                    &file.path,
+                    NoteKind::FieldNotCarried {
+                        field,
+                        why: NO_EQUIVALENT.to_owned(),
+                    },
+                );
+                continue;
+            }
+            // Each key on its own, so one bad value costs that key, not the
+            // server.
+            let single = Map::from_iter([(field.clone(), value.clone())]);
+            if let Err(error) = serde_json::from_value::<RawServer>(Value::Object(single)) {
+                self.note(
+                    name,
+                    &file.path,
+                    NoteKind::FieldNotCarried {
+                        field,
+                        why: format!("its value is not what gatehouse reads: {error}"),
+                    },
+                );
+                continue;
+            }
+            if holds_hidden_text(&value) {
+                self.note(
+                    name,
+                    &file.path,
+                    NoteKind::FieldNotCarried {
+                        field,
+                        why: "it holds invisible or text-direction characters, which TOML keeps as they are and which could disguise the file's text; add it by hand if it is meant".to_owned(),
+                    },
+                );
+                continue;
+            }
+            carried.insert(field, value);
+        }
+        if file.format.is_json() && carried.get("type").and_then(Value::as_str) == Some("sse") {
+            self.note(
+                name,
+                &file.path,
+                NoteKind::Skipped {
+                    why: "its transport is `sse` (HTTP with server-sent events, superseded); gatehouse speaks stdio and streamable HTTP".to_owned(),
+                },
+            );
+            return;
+        }
+        let mut raw: RawServer = match serde_json::from_value(Value::Object(carried)) {
+            Ok(raw) => raw,
+            Err(error) => {
+                self.note(
+                    name,
+                    &file.path,
+                    NoteKind::Skipped {
+                        why: error.to_string(),
+                    },
+                );
+                return;
+            }
+        };
+        // Claude's and Cursor's spelling, written as gatehouse's own.
+        let headers = std::mem::take(&mut raw.headers);
+        raw.http_headers.extend(headers);
+        if file.format.is_json() {
+            for field in unexpanded(&raw) {
+                self.note(name, &file.path, NoteKind::NotExpanded { field });
+            }
+        }
+        let mut gatehouse_name = name.to_owned();
+        if !is_valid_server_name(name) {
+            gatehouse_name = sanitize_name(name);
+            self.note(
+                name,
+                &file.path,
+                NoteKind::Renamed {
+                    to: gatehouse_name.clone(),
+                },
+            );
+        }
+        if let Err(error) = raw.check(&gatehouse_name) {
+            self.note(
+                name,
+                &file.path,
+                NoteKind::Skipped {
+                    why: error.to_string(),
+                },
+            );
+            return;
+        }
+        // `type` is implied by the fields; checked above.
+        raw.kind = None;
+        if let Some(earlier) = self.servers.get(&gatehouse_name) {
+            let earlier_name = earlier.original_name.clone();
+            if earlier.source == file.path && earlier_name != name {
+                self.note(
+                    name,
+                    &file.path,
+                    NoteKind::Skipped {
+                        why: format!(
+                            "its gatehouse name `{gatehouse_name}` is taken by the server `{}`",
+                            Escaped(&earlier_name)
+                        ),
+                    },
+                );
+                return;
+            }
+            let earlier_source = earlier.source.clone();
+            self.note(
+                &earlier_name,
+                &earlier_source,
+                NoteKind::Replaced {
+                    by: file.path.clone(),
+                },
+            );
+        }
+        self.servers.insert(
+            gatehouse_name,
+            ImportedServer {
+                original_name: name.to_owned(),
+                source: file.path.clone(),
+                raw,
+            },
+        );
+    }
+
+    /// The `[mcp_servers.NAME]` tables, each after comment lines saying where
+    /// it came from and what of it was not carried; then, as comments, the
+    /// notes about servers left out. The tables are written by the `toml`
+    /// serializer and every comment line is escaped, so nothing the client's
+    /// config says can break out of its value or its comment.
+    pub fn to_toml(&self) -> Result<String, ImportError> {
+        let mut out = String::new();
+        for (name, server) in &self.servers {
+            out.push('\n');
+            comment(
+                &mut out,
+                &format!(
+                    "From {} (server `{}`).",
+                    server.source.display(),
+                    server.original_name
+                ),
+            );
+            for note in self.notes_about(server) {
+                comment(&mut out, &note.to_string());
+            }
+            let table = BTreeMap::from([(
+                "mcp_servers",
+                BTreeMap::from([(name.as_str(), &server.raw)]),
+            )]);
+            let text = toml::to_string(&table).map_err(|error| ImportError::Write {
+                server: name.clone(),
+                message: error.to_string(),
+            })?;
+            out.push_str(&text);
+        }
+        let left_out: Vec<&Note> = self
+            .notes
+            .iter()
+            .filter(|note| !self.servers.values().any(|server| note.is_about(server)))
+            .collect();
+        if !left_out.is_empty() {
+            out.push('\n');
+            comment(&mut out, "Not carried over:");
+            for note in left_out {
+                comment(&mut out, &note.to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The notes about a carried server.
+    pub fn notes_about<'a>(
+        &'a self,
+        server: &'a ImportedServer,
+    ) -> impl Iterator<Item = &'a Note> + 'a {
+        self.notes.iter().filter(move |note| note.is_about(server))
+    }
+}
+
+/// Appends `text` as one TOML comment line, escaped: a newline or any other
+/// control character in it is written as a visible escape, so it cannot end
+/// the comment (`Escaped` passes no control character, which is exactly what
+/// TOML forbids in a comment).
+fn comment(out: &mut String, text: &str) {
+    out.push_str("# ");
+    out.push_str(&Escaped(text).to_string());
+    out.push('\n');
+}
+
+/// Whether a string or key in `value` holds a character that
+/// [`needs_escape`] but that is no control character: the `toml` serializer
+/// escapes controls (a newline goes into a multi-line string, the rest into
+/// `\uXXXX`), but writes bidi controls, line separators and invisible
+/// characters as they are, where they could make the file read otherwise
+/// than it parses.
+fn holds_hidden_text(value: &Value) -> bool {
+    let hidden = |text: &str| text.chars().any(|c| needs_escape(c) && !c.is_control());
+    match value {
+        Value::String(text) => hidden(text),
+        Value::Array(items) => items.iter().any(holds_hidden_text),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, value)| hidden(key) || holds_hidden_text(value)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+/// The keys of `raw` whose text holds `${`, which Claude and Cursor expand
+/// from the environment.
+fn unexpanded(raw: &RawServer) -> Vec<&'static str> {
+    let has = |text: &str| text.contains("${");
+    [
+        ("command", raw.command.as_deref().is_some_and(has)),
+        ("args", raw.args.iter().any(|arg| has(arg))),
+        ("env", raw.env.values().any(|value| has(value))),
+        ("url", raw.url.as_deref().is_some_and(has)),
+        ("headers", raw.http_headers.values().any(|value| has(value))),
+        (
+            "cwd",
+            raw.cwd
+                .as_ref()
+                .is_some_and(|cwd| has(&cwd.to_string_lossy())),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(field, set)| set.then_some(field))
+    .collect()
+}
+
+fn read_text(path: &Path) -> Result<String, ImportError> {
+    let read = |source| ImportError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
+    let mut text = String::new();
+    file.take(MAX_CLIENT_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(read)?;
+    if text.len() as u64 > MAX_CLIENT_CONFIG_BYTES {
+        return Err(ImportError::TooLarge(path.to_path_buf()));
+    }
+    Ok(text)
+}
+
+fn read_json(path: &Path) -> Result<Value, ImportError> {
+    serde_json::from_str(&read_text(path)?).map_err(|error| ImportError::Parse {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    })
+}
+
+/// The name the gateway's entry gets in the client's config.
+pub const GATEWAY_ENTRY: &str = "gatehouse";
+
+/// The entry that points a client at `gatehouse serve --config CONFIG`
+/// (`gatehouse` the program at `program`): for Codex a
+/// `[mcp_servers.gatehouse]` table, for Claude's and Cursor's JSON an
+/// `{"mcpServers": {"gatehouse": ...}}` object. Written by the `toml` and
+/// JSON serializers (the JSON with every control character escaped).
+pub fn gateway_entry(json: bool, program: &Path, config: &Path) -> Result<String, ImportError> {
+    let not_utf8 = |path: &Path| ImportError::Write {
+        server: GATEWAY_ENTRY.to_owned(),
+        message: format!("{} is not UTF-8", path.display()),
+    };
+    let program = program.to_str().ok_or_else(|| not_utf8(program))?;
+    let config = config.to_str().ok_or_else(|| not_utf8(config))?;
+    let raw = RawServer {
+        command: Some(program.to_owned()),
+        args: vec!["serve".to_owned(), "--config".to_owned(), config.to_owned()],
+        kind: json.then(|| "stdio".to_owned()),
+        ..RawServer::default()
+    };
+    let written = if json {
+        let entry = BTreeMap::from([("mcpServers", BTreeMap::from([(GATEWAY_ENTRY, &raw)]))]);
+        gatehouse_core::escape::to_json_string_pretty(&entry).map_err(|error| error.to_string())
+    } else {
+        let entry = BTreeMap::from([("mcp_servers", BTreeMap::from([(GATEWAY_ENTRY, &raw)]))]);
+        toml::to_string(&entry).map_err(|error| error.to_string())
+    };
+    written.map_err(|message| ImportError::Write {
+        server: GATEWAY_ENTRY.to_owned(),
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("writes");
+        path
+    }
+
+    fn codex(text: &str) -> (tempfile::TempDir, Import) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(dir.path(), "config.toml", text);
+        let import =
+            Import::from_file(&ClientFile::detect(&path).expect("detected")).expect("imports");
+        (dir, import)
+    }
+
+    #[test]
+    fn codex_tables_are_carried_and_unknown_keys_reported() {
+        let (_dir, import) = codex(
+            r#"
+model = "o3"
+[mcp_servers.files]
+command = "files-server"
+args = ["--root", "/srv"]
+env = { LOG = "warn" }
+startup_timeout_sec = 20
+enabled_tools = ["read"]
+[mcp_servers.tracker]
+url = "https://tracker.example.com/mcp"
+bearer_token_env_var = "TRACKER_TOKEN"
+http_headers = { "X-Org" = "acme" }
+scopes = ["read"]
+[mcp_servers.tracker.oauth]
+client_id = "x"
+"#,
+        );
+        assert_eq!(import.servers.len(), 2);
+        let files = &import.servers["files"].raw;
+        assert_eq!(files.command.as_deref(), Some("files-server"));
+        assert_eq!(files.args, ["--root", "/srv"]);
+        assert_eq!(files.startup_timeout_sec, Some(20.0));
+        let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        assert_eq!(
+            notes,
+            [
+                "server `tracker`: field `oauth` not carried: gatehouse has no equivalent",
+                "server `tracker`: field `scopes` not carried: gatehouse has no equivalent",
+            ]
+        );
+        let text = import.to_toml().expect("writes");
+        assert!(
+            text.contains("# server `tracker`: field `oauth` not carried"),
+            "{text}"
+        );
+        let config = Config::parse(&text, Path::new("/etc/gatehouse.toml")).expect("loads");
+        assert_eq!(config.mcp_servers["tracker"], import.servers["tracker"].raw);
+        assert_eq!(config.servers().expect("checks").len(), 2);
+    }
+
+    #[test]
+    fn a_bad_value_costs_its_key_and_a_bad_table_its_server() {
+        let (_dir, import) = codex(
+            "[mcp_servers.a]\ncommand = \"a\"\nenv_vars = \"NOT_A_LIST\"\n[mcp_servers.b]\ncommand = \"b\"\nurl = \"http://x\"\n",
+        );
+        assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["a"]);
+        let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        assert!(
+            notes[0].starts_with("server `a`: field `env_vars` not carried: its value"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].starts_with("server `b`: not carried: mcp_servers.b: `command` and `url`"),
+            "{notes:?}"
+        );
+        let text = import.to_toml().expect("writes");
+        assert!(text.contains("# Not carried over:\n# server `b`"), "{text}");
+    }
+
+    #[test]
+    fn hostile_names_and_values_stay_inside_their_toml_strings() {
+        let hostile = "evil\"]]\n[mcp_servers.pwned]\ncommand = \"sh\"\n# \u{1b}[31m\r\t";
+        let name = format!("{hostile}\u{2028}\u{202e}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = serde_json::json!({"mcpServers": {
+            name.clone(): {"command": hostile, "args": [hostile], "env": {hostile: hostile}, hostile: 1},
+            "bidi": {"command": "ok", "args": ["\u{202e}fdp.exe"], "env": {"K\u{200b}": "v"}},
+        }});
+        let path = write(dir.path(), "mcp.json", &json.to_string());
+        let import =
+            Import::from_file(&ClientFile::detect(&path).expect("detected")).expect("imports");
+        let text = import.to_toml().expect("writes");
+        for line in text.lines().filter(|line| line.starts_with('#')) {
+            assert!(!line.chars().any(needs_escape), "{line:?}");
+        }
+        assert!(
+            !text.chars().any(|c| needs_escape(c) && c != '\n'),
+            "{text}"
+        );
+        let config = Config::parse(&text, Path::new("/etc/gatehouse.toml")).expect("loads");
+        assert_eq!(config.mcp_servers.len(), 2, "{text}");
+        let (renamed, raw) = config
+            .mcp_servers
+            .iter()
+            .find(|(key, _)| key.as_str() != "bidi")
+            .expect("the hostile one");
+        assert!(is_valid_server_name(renamed));
+        assert_eq!(raw.command.as_deref(), Some(hostile));
+        assert_eq!(raw.args, [hostile]);
+        assert_eq!(raw.env[hostile], hostile);
+        let bidi = &config.mcp_servers["bidi"];
+        assert!(bidi.args.is_empty() && bidi.env.is_empty(), "{bidi:?}");
+        let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        assert!(
+            notes.contains(&"server `bidi`: field `args` not carried: it holds invisible or text-direction characters, which TOML keeps as they are and which could disguise the file's text; add it by hand if it is meant".to_owned()),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn json_servers_sse_placeholders_and_precedence() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        write(
+            home.path(),
+            ".claude.json",
+            &serde_json::json!({
+                "mcpServers": {
+                    "docs": {"type": "stdio", "command": "docs", "env": {"TOKEN": "${DOCS_TOKEN}"}},
+                    "old": {"type": "sse", "url": "https://old.example.com/sse"},
+                },
+                "projects": {project.path().to_string_lossy(): {"mcpServers": {
+                    "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"X": "1"}},
+                }}},
+            })
+            .to_string(),
+        );
+        write(
+            project.path(),
+            ".mcp.json",
+            r#"{"mcpServers": {"docs": {"command": "docs-v2"}}}"#,
+        );
+        let files = Client::Claude.files(home.path(), None, project.path());
+        let import = Import::from_files("claude", &files).expect("imports");
+        assert_eq!(import.read.len(), 2);
+        assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["docs", "web"]);
+        assert_eq!(
+            import.servers["docs"].raw.command.as_deref(),
+            Some("docs-v2")
+        );
+        let web = &import.servers["web"].raw;
+        assert_eq!(
+            (web.kind.as_deref(), web.http_headers["X"].as_str()),
+            (None, "1")
+        );
+        let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("server `docs`: field `env` holds `${...}`")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("server `old`: not carried: its transport is `sse`")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("server `docs`: replaced by")),
+            "{notes:?}"
+        );
+        let text = import.to_toml().expect("writes");
+        Config::parse(&text, Path::new("/g.toml")).expect("loads");
+        let missing = Client::Cursor.files(home.path(), None, project.path());
+        let error = Import::from_files("cursor", &missing).expect_err("nothing there");
+        assert!(
+            error
+                .to_string()
+                .starts_with("no cursor config found; looked at "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_gateway_entry_is_toml_or_json_naming_the_program_and_config() {
+        let toml_text = gateway_entry(
+            false,
+            Path::new("/bin/gate \"house\""),
+            Path::new("/etc/g.toml"),
+        )
+        .expect("writes");
+        let table: toml::Table = toml::from_str(&toml_text).expect("TOML");
+        assert_eq!(
+            table["mcp_servers"]["gatehouse"]["command"].as_str(),
+            Some("/bin/gate \"house\"")
+        );
+        let json_text = gateway_entry(true, Path::new("/bin/gatehouse"), Path::new("/etc/g.toml"))
+            .expect("writes");
+        let value: Value = serde_json::from_str(&json_text).expect("JSON");
+        assert_eq!(
+            value["mcpServers"]["gatehouse"]["args"],
+            serde_json::json!(["serve", "--config", "/etc/g.toml"])
+        );
+    }
+}
