@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch. Each command lives in its own module and
 //! returns the process exit code; errors are reported by `main`.
 
+mod audit;
 mod bench;
 mod conformance;
 mod demo;
@@ -43,6 +44,7 @@ enum Command {
     Reload(reload::ReloadArgs),
     Bench(bench::BenchArgs),
     Plugins(plugins::PluginsArgs),
+    Audit(audit::AuditArgs),
 }
 
 /// How results are printed.
@@ -64,7 +66,8 @@ impl Cli {
             | Command::Inspect(_)
             | Command::Serve(_)
             | Command::Reload(_)
-            | Command::Plugins(_) => "warn",
+            | Command::Plugins(_)
+            | Command::Audit(_) => "warn",
             Command::Demo(_) => "error",
             // Failed reviews are counted in the report, not logged one by one.
             Command::Bench(_) => "error",
@@ -83,6 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reload(args) => reload::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Plugins(args) => plugins::run(args),
+        Command::Audit(args) => audit::run(args),
     }
 }
 
