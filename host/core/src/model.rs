@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -383,8 +383,9 @@ impl Cancel {
     }
 }
 
-/// One model call, as the audit line records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One model call, as the audit line records it (and reads it back:
+/// `gatehouse_mcp::audit::read`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelCallRecord {
     /// The grant's name (`[models.NAME]`).
     pub grant: String,

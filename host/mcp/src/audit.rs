@@ -43,8 +43,10 @@ use serde_json::Value;
 use gatehouse_core::private_fs::{self, Devices};
 use gatehouse_core::sandbox::ModuleReport;
 
+pub mod read;
+
 /// Who decided an elicitation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DecidedBy {
     /// A module in the chain.
@@ -60,7 +62,7 @@ pub enum DecidedBy {
 }
 
 /// One module's part in a decision.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AuditStep {
     /// The module's name.
     pub module: String,
@@ -82,8 +84,36 @@ pub struct AuditStep {
     /// The module's calls to its model (model, prompt sha256, tokens,
     /// attempts, latency, the raw assessment; the prompt text only where
     /// `[models.NAME] audit_prompts = true`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_calls: Vec<gatehouse_core::model::ModelCallRecord>,
+}
+
+impl DecidedBy {
+    /// Every value, in the order of the docs.
+    pub const ALL: [DecidedBy; 5] = [
+        DecidedBy::Guest,
+        DecidedBy::Person,
+        DecidedBy::Policy,
+        DecidedBy::Failure,
+        DecidedBy::Unhandled,
+    ];
+
+    /// Its name in the audit line.
+    pub fn name(self) -> &'static str {
+        match self {
+            DecidedBy::Guest => "guest",
+            DecidedBy::Person => "person",
+            DecidedBy::Policy => "policy",
+            DecidedBy::Failure => "failure",
+            DecidedBy::Unhandled => "unhandled",
+        }
+    }
+}
+
+impl std::fmt::Display for DecidedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
 }
 
 impl From<&ModuleReport> for AuditStep {
@@ -115,8 +145,8 @@ impl From<&ModuleReport> for AuditStep {
     }
 }
 
-/// One audit line.
-#[derive(Debug, Clone, Serialize)]
+/// One audit line ([`read`] reads them back).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// When the answer was decided (RFC 3339, UTC).
     pub time: String,

@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch. Each command lives in its own module and
 //! returns the process exit code; errors are reported by `main`.
 
+mod audit;
 mod bench;
 mod conformance;
 mod demo;
@@ -47,6 +48,7 @@ enum Command {
     Plugins(plugins::PluginsArgs),
     New(new::NewArgs),
     Init(init::InitArgs),
+    Audit(audit::AuditArgs),
 }
 
 /// How results are printed.
@@ -70,7 +72,8 @@ impl Cli {
             | Command::Reload(_)
             | Command::Plugins(_)
             | Command::New(_)
-            | Command::Init(_) => "warn",
+            | Command::Init(_)
+            | Command::Audit(_) => "warn",
             Command::Demo(_) => "error",
             // Failed reviews are counted in the report, not logged one by one.
             Command::Bench(_) => "error",
@@ -91,6 +94,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugins(args) => plugins::run(args),
         Command::New(args) => new::run(args),
         Command::Init(args) => init::run(args),
+        Command::Audit(args) => audit::run(args),
     }
 }
 

@@ -14,6 +14,7 @@ mod paths;
 #[path = "../../../../tests/support/tool_result.rs"]
 mod tool_result;
 
+mod audit;
 mod cli;
 mod codex_parity;
 mod compile_cache;

@@ -1,0 +1,507 @@
+//! `gatehouse audit`: the audit log read back, as a table of decisions, as
+//! JSON lines, or as counts and latency percentiles; `--follow` prints new
+//! records as they are written. The reading is `gatehouse_mcp::audit::read`;
+//! this module picks the file, filters and prints.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use clap::ValueEnum;
+use gatehouse_core::escape::{Escaped, escape, to_json_string};
+use gatehouse_mcp::audit::DecidedBy;
+use gatehouse_mcp::audit::read::{
+    self, AuditEntry, AuditFilter, AuditStats, AuditTail, Decider, ReadError, ReadLine, Unreadable,
+    UnreadableLine,
+};
+use gatehouse_mcp::config::Config;
+use serde_json::{Value, json};
+
+use super::Format;
+
+/// How often `--follow` looks for new lines.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Characters of a module's sha256 the table shows.
+const SHORT_DIGEST: usize = 12;
+
+/// Read the audit log: one line per elicitation gatehouse answered (who
+/// decided, which module and digest, the answer, the latency). Prints a
+/// table (or the records as JSON lines, or counts with `--stats`); filters
+/// combine (all must match). Lines that are not records are counted and
+/// reported on stderr, and the rest is still read. Exits 1 only when the log
+/// cannot be opened or read. Every text field is escaped before it is
+/// printed.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["config", "log"])))]
+pub struct AuditArgs {
+    /// The config file whose audit log to read (`[elicitations] audit_log`,
+    /// relative to the file; gatehouse-audit.jsonl beside it if unset), as
+    /// `gatehouse serve --config` finds it.
+    #[arg(long, value_name = "gatehouse.toml")]
+    config: Option<PathBuf>,
+    /// The audit log file to read, instead of the config's.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Only records at or after T: an RFC 3339 UTC timestamp
+    /// (2026-05-01T10:00:00Z) or a duration back from now (10m, 2h, 1d).
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+    /// Only the records of this server.
+    #[arg(long, value_name = "SERVER")]
+    server: Option<String>,
+    /// Only the records decided by this.
+    #[arg(long, value_enum, value_name = "WHO")]
+    decided_by: Option<Who>,
+    /// After what is there, keep printing records as they are appended (like
+    /// `tail -F`: a rotated log is followed to its new file), until Ctrl-C.
+    #[arg(long, conflicts_with = "stats")]
+    follow: bool,
+    /// Text for people, or JSON (records: each line as in the log).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Counts instead of records: per server, action, deciding module (and
+    /// digest) and decided-by, and the latency's p50, p90, p99 and max.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Who decided (`decided_by` in the audit line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Who {
+    /// A module of the chain.
+    Guest,
+    /// The person, through the upstream client.
+    Person,
+    /// A host setting or protocol rule.
+    Policy,
+    /// A module failed and the chain failed closed.
+    Failure,
+    /// Nobody could decide; `on_unhandled` answered.
+    Unhandled,
+}
+
+impl From<Who> for DecidedBy {
+    fn from(who: Who) -> DecidedBy {
+        match who {
+            Who::Guest => DecidedBy::Guest,
+            Who::Person => DecidedBy::Person,
+            Who::Policy => DecidedBy::Policy,
+            Who::Failure => DecidedBy::Failure,
+            Who::Unhandled => DecidedBy::Unhandled,
+        }
+    }
+}
+
+pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let (path, origin) = log_path(&args)?;
+    let since = args
+        .since
+        .as_deref()
+        .map(|text| read::parse_since(text, SystemTime::now()))
+        .transpose()
+        .context("--since")?;
+    let filter = AuditFilter {
+        since,
+        server: args.server.clone(),
+        decided_by: args.decided_by.map(DecidedBy::from),
+    };
+    let opened = |error: ReadError| match error {
+        ReadError::Open { .. } | ReadError::Directory { .. } => {
+            anyhow::anyhow!("{error}; the path is {origin}")
+        }
+        ReadError::Read { .. } => anyhow::Error::new(error),
+    };
+    let mut printer = Printer::new(args.format, args.stats);
+    let written = if args.follow {
+        let tail = AuditTail::open(&path).map_err(opened)?;
+        follow(tail, &filter, &mut printer)
+    } else {
+        let reader = read::open(&path).map_err(opened)?;
+        list(reader, &path, &filter, &mut printer)
+    };
+    match written {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // `gatehouse audit | head`: the reader has what it wanted.
+        Err(Failed::Output(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(Failed::Output(error)) => Err(anyhow::Error::new(error).context("cannot print")),
+        Err(Failed::Read(error)) => Err(error.into()),
+        Err(Failed::Setup(error)) => {
+            Err(anyhow::Error::new(error).context("--follow cannot listen for Ctrl-C"))
+        }
+    }
+}
+
+/// The log's path and where it came from, for errors.
+fn log_path(args: &AuditArgs) -> anyhow::Result<(PathBuf, String)> {
+    if let Some(log) = &args.log {
+        return Ok((log.clone(), "the one given with --log".to_owned()));
+    }
+    let Some(config_path) = &args.config else {
+        anyhow::bail!(
+            "give the audit log with --log FILE, or the config with --config gatehouse.toml"
+        );
+    };
+    let config = Config::load(config_path)?;
+    let origin = match &config.elicitations.audit_log {
+        Some(_) => format!("from [elicitations] audit_log in {}", config_path.display()),
+        None => format!(
+            "the default, gatehouse-audit.jsonl beside {}: its [elicitations] audit_log is not set",
+            config_path.display()
+        ),
+    };
+    Ok((config.audit_log_path(), origin))
+}
+
+/// Why printing stopped.
+enum Failed {
+    /// Reading the log failed.
+    Read(ReadError),
+    /// Writing stdout failed.
+    Output(io::Error),
+    /// `--follow` could not start its runtime or listen for signals.
+    Setup(io::Error),
+}
+
+impl From<io::Error> for Failed {
+    fn from(error: io::Error) -> Failed {
+        Failed::Output(error)
+    }
+}
+
+/// Every record there is, then the unreadable lines on stderr.
+fn list(
+    mut reader: read::AuditReader<io::BufReader<std::fs::File>>,
+    path: &std::path::Path,
+    filter: &AuditFilter,
+    printer: &mut Printer,
+) -> Result<(), Failed> {
+    let mut unreadable = Unreadable::default();
+    printer.header()?;
+    loop {
+        let line = reader.next_line().map_err(|source| {
+            Failed::Read(ReadError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        })?;
+        match line {
+            Some(ReadLine::Entry(entry)) if filter.matches(&entry) => printer.entry(&entry)?,
+            Some(ReadLine::Entry(_)) => {}
+            Some(ReadLine::Unreadable(line)) => unreadable.add(line),
+            None => break,
+        }
+    }
+    if let Some(incomplete) = reader.finish() {
+        unreadable.add(incomplete);
+    }
+    printer.finish(&unreadable)?;
+    report(path, &unreadable);
+    Ok(())
+}
+
+/// Every record there is, then those appended, until Ctrl-C or SIGTERM.
+fn follow(tail: AuditTail, filter: &AuditFilter, printer: &mut Printer) -> Result<(), Failed> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(Failed::Setup)?;
+    runtime.block_on(follow_until_stopped(tail, filter, printer))
+}
+
+async fn follow_until_stopped(
+    mut tail: AuditTail,
+    filter: &AuditFilter,
+    printer: &mut Printer,
+) -> Result<(), Failed> {
+    // Listening before anything is printed: a signal at any point after the
+    // first line ends the command cleanly.
+    let mut stop = Stop::listen().map_err(Failed::Setup)?;
+    printer.header()?;
+    let mut unreadable = Unreadable::default();
+    // What is there already, with one report of its unreadable lines.
+    drain(&mut tail, filter, printer, |line| unreadable.add(line))?;
+    report(tail.path(), &unreadable);
+    let path = tail.path().to_path_buf();
+    loop {
+        tokio::select! {
+            () = stop.wait() => return Ok(()),
+            () = tokio::time::sleep(POLL) => {}
+        }
+        drain(&mut tail, filter, printer, |line| {
+            let why = line.error.to_string();
+            eprintln!(
+                "gatehouse: {}: line {} could not be read: {}",
+                Escaped(&path.display().to_string()),
+                line.line,
+                Escaped(&why)
+            );
+        })?;
+    }
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM, listened for from its creation on.
+struct Stop {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    fn listen() -> io::Result<Stop> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Stop {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Stop {})
+        }
+    }
+
+    async fn wait(&mut self) {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => {}
+                _ = self.terminate.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Prints the complete lines there are now; hands the unreadable ones to
+/// `bad`.
+fn drain(
+    tail: &mut AuditTail,
+    filter: &AuditFilter,
+    printer: &mut Printer,
+    mut bad: impl FnMut(UnreadableLine),
+) -> Result<(), Failed> {
+    while let Some(line) = tail.next_line().map_err(Failed::Read)? {
+        match line {
+            ReadLine::Entry(entry) if filter.matches(&entry) => printer.entry(&entry)?,
+            ReadLine::Entry(_) => {}
+            ReadLine::Unreadable(line) => bad(line),
+        }
+    }
+    printer.flush()?;
+    Ok(())
+}
+
+/// `N lines could not be read (first at line L: why)` on stderr, if any.
+fn report(path: &std::path::Path, unreadable: &Unreadable) {
+    if unreadable.count > 0 {
+        eprintln!(
+            "gatehouse: {}: {}",
+            Escaped(&path.display().to_string()),
+            Escaped(&unreadable.to_string())
+        );
+    }
+}
+
+/// Where records go: rows, JSON lines, or counters.
+struct Printer {
+    out: BufWriter<io::StdoutLock<'static>>,
+    format: Format,
+    stats: Option<AuditStats>,
+}
+
+impl Printer {
+    fn new(format: Format, stats: bool) -> Printer {
+        Printer {
+            out: BufWriter::new(io::stdout().lock()),
+            format,
+            stats: stats.then(AuditStats::default),
+        }
+    }
+
+    fn header(&mut self) -> io::Result<()> {
+        if self.stats.is_none() && self.format == Format::Text {
+            writeln!(
+                self.out,
+                "{:<20} {:<16} {:<10} {:<6} {:<10} {:<30} {:<7} {:>12}  reason",
+                "time", "server", "request", "mode", "decided by", "module", "action", "latency"
+            )?;
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, entry: &AuditEntry) -> io::Result<()> {
+        if let Some(stats) = &mut self.stats {
+            stats.add(&entry.record);
+            return Ok(());
+        }
+        match self.format {
+            Format::Json => json_line(&mut self.out, &entry.text),
+            Format::Text => row(&mut self.out, entry),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// The stats, if counting; flushes.
+    fn finish(&mut self, unreadable: &Unreadable) -> io::Result<()> {
+        if let Some(stats) = &mut self.stats {
+            match self.format {
+                Format::Text => stats_text(&mut self.out, stats, unreadable)?,
+                Format::Json => stats_json(&mut self.out, stats, unreadable)?,
+            }
+        }
+        self.out.flush()
+    }
+}
+
+/// One record as a row of the table; every field escaped.
+fn row(out: &mut impl Write, entry: &AuditEntry) -> io::Result<()> {
+    let record = &entry.record;
+    let request = match &record.request_id {
+        Value::String(id) => id.clone(),
+        other => other.to_string(),
+    };
+    writeln!(
+        out,
+        "{:<20} {:<16} {:<10} {:<6} {:<10} {:<30} {:<7} {:>9.3} ms  {}",
+        read::format_time(entry.time),
+        Escaped(&record.server),
+        Escaped(&request),
+        Escaped(&record.mode),
+        record.decided_by,
+        Escaped(&decider(&record.decider())),
+        record.action(),
+        record.latency_us as f64 / 1000.0,
+        Escaped(&record.reason),
+    )
+}
+
+/// A module and its short digest, or who decided in its place.
+fn decider(decider: &Decider) -> String {
+    match decider {
+        Decider::Module { module, sha256 } => {
+            format!("{module} {}", read::short_digest(sha256, SHORT_DIGEST))
+        }
+        Decider::Host(by) => format!("({by})"),
+    }
+}
+
+/// The record's line as it is in the log; re-encoded only if it carries
+/// characters a terminal would act on (gatehouse writes them as `\uXXXX`, so
+/// only a log written by something else does).
+fn json_line(out: &mut impl Write, text: &str) -> io::Result<()> {
+    if matches!(escape(text), std::borrow::Cow::Borrowed(_)) {
+        return writeln!(out, "{text}");
+    }
+    let value: Value = serde_json::from_str(text).map_err(io::Error::other)?;
+    writeln!(out, "{}", to_json_string(&value).map_err(io::Error::other)?)
+}
+
+fn stats_text(
+    out: &mut impl Write,
+    stats: &mut AuditStats,
+    unreadable: &Unreadable,
+) -> io::Result<()> {
+    writeln!(out, "records: {}", stats.records())?;
+    if unreadable.count > 0 {
+        writeln!(out, "unreadable lines: {}", unreadable.count)?;
+    }
+    match stats.latency() {
+        Some(latency) => writeln!(
+            out,
+            "latency: p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+            latency.p50 as f64 / 1000.0,
+            latency.p90 as f64 / 1000.0,
+            latency.p99 as f64 / 1000.0,
+            latency.max as f64 / 1000.0,
+        )?,
+        None => writeln!(out, "latency: no records")?,
+    }
+    let mut section = |title: &str, rows: Vec<(String, u64)>| -> io::Result<()> {
+        writeln!(out, "\n{title}:")?;
+        for (name, count) in rows {
+            writeln!(out, "  {:<40} {count:>8}", Escaped(&name))?;
+        }
+        Ok(())
+    };
+    section(
+        "by server",
+        stats.servers.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+    )?;
+    section(
+        "by action",
+        stats
+            .actions
+            .iter()
+            .map(|(k, v)| (k.name().to_owned(), *v))
+            .collect(),
+    )?;
+    section(
+        "by deciding module",
+        stats
+            .deciders
+            .iter()
+            .map(|(k, v)| (decider(k), *v))
+            .collect(),
+    )?;
+    section(
+        "by decided by",
+        stats
+            .decided_by
+            .iter()
+            .map(|(k, v)| (k.name().to_owned(), *v))
+            .collect(),
+    )
+}
+
+fn stats_json(
+    out: &mut impl Write,
+    stats: &mut AuditStats,
+    unreadable: &Unreadable,
+) -> io::Result<()> {
+    let deciders: Vec<Value> = stats
+        .deciders
+        .iter()
+        .map(|(decider, count)| match decider {
+            Decider::Module { module, sha256 } => {
+                json!({"module": module, "sha256": sha256, "count": count})
+            }
+            Decider::Host(by) => json!({"decided_by": by, "count": count}),
+        })
+        .collect();
+    let document = json!({
+        "records": stats.records(),
+        "unreadable": unreadable.count,
+        "latency_us": stats.latency(),
+        "servers": stats.servers,
+        "actions": stats
+            .actions
+            .iter()
+            .map(|(action, count)| (action.name(), *count))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        "deciders": deciders,
+        "decided_by": stats
+            .decided_by
+            .iter()
+            .map(|(by, count)| (by.name(), *count))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    });
+    writeln!(
+        out,
+        "{}",
+        to_json_string(&document).map_err(io::Error::other)?
+    )
+}
