@@ -1,7 +1,7 @@
 //! A gatehouse reviewer module, ready to change.
 //!
 //! Build: `cargo build --release --target wasm32-wasip2`
-//! Check: `gatehouse conformance target/wasm32-wasip2/release/reviewer_template.wasm`
+//! Check: `gatehouse conformance target/wasm32-wasip2/release/*.wasm --suite contract` (README.md)
 //!
 //! This one declines URL elicitations to hosts outside `allowed_hosts` (from
 //! its config) and defers everything else to the next module. Replace

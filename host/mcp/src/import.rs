@@ -77,16 +77,22 @@ impl Client {
                     .join("config.toml"),
                 format: FileFormat::CodexToml,
             }],
+            // Claude's own order: user, then the project's `.mcp.json`,
+            // then the local scope (this project's entry in `.claude.json`).
             Client::Claude => vec![
+                ClientFile {
+                    path: home.join(".claude.json"),
+                    format: FileFormat::ClaudeJson { project: None },
+                },
+                ClientFile {
+                    path: project.join(".mcp.json"),
+                    format: FileFormat::McpJson,
+                },
                 ClientFile {
                     path: home.join(".claude.json"),
                     format: FileFormat::ClaudeJson {
                         project: Some(project.to_path_buf()),
                     },
-                },
-                ClientFile {
-                    path: project.join(".mcp.json"),
-                    format: FileFormat::McpJson,
                 },
             ],
             Client::Cursor => vec![
@@ -108,11 +114,10 @@ impl Client {
 pub enum FileFormat {
     /// Codex's `config.toml`: `[mcp_servers.NAME]` tables.
     CodexToml,
-    /// Claude Code's `~/.claude.json`: `mcpServers`, and
-    /// `projects[PROJECT].mcpServers` for `project` (the local scope, which
-    /// wins over the user's).
+    /// Claude Code's `~/.claude.json`: its `mcpServers` (the user scope),
+    /// or with `project`, `projects[PROJECT].mcpServers` (the local scope).
     ClaudeJson {
-        /// The project directory whose entry is read too.
+        /// The project directory whose entry is read instead of the user's.
         project: Option<PathBuf>,
     },
     /// `.mcp.json` or Cursor's `mcp.json`: `{"mcpServers": {...}}`, or the
@@ -341,6 +346,27 @@ pub struct Import {
 /// Why the keys gatehouse does not know are not carried.
 const NO_EQUIVALENT: &str = "gatehouse has no equivalent";
 
+/// The keys of a server entry that Claude and Cursor read (`.mcp.json`,
+/// `~/.claude.json`, `mcp.json`): only these are carried from their files.
+const JSON_CLIENT_FIELDS: &[&str] = &["type", "command", "args", "env", "url", "headers"];
+
+/// Whether a client's server entry is gatehouse's own (named as init names
+/// it, or running `gatehouse serve`).
+fn is_gatehouse_itself(name: &str, table: &Map<String, Value>) -> bool {
+    let runs_gatehouse = table
+        .get("command")
+        .and_then(Value::as_str)
+        .and_then(|command| Path::new(command).file_stem())
+        .is_some_and(|stem| stem == "gatehouse");
+    let serves = table
+        .get("args")
+        .and_then(Value::as_array)
+        .and_then(|args| args.first())
+        .and_then(Value::as_str)
+        == Some("serve");
+    name == GATEWAY_ENTRY || (runs_gatehouse && serves)
+}
+
 impl Import {
     /// Imports the servers of `files`, lowest precedence first; files that do
     /// not exist are skipped. `client` names the client in the error when
@@ -389,32 +415,36 @@ impl Import {
             FileFormat::McpJson => {
                 vec![server_map(read_json(&file.path)?).map_err(|why| parse(why.to_owned()))?]
             }
-            FileFormat::ClaudeJson { project } => {
+            FileFormat::ClaudeJson { project: None } => {
                 let value = read_json(&file.path)?;
-                let mut maps = vec![match value.get("mcpServers") {
+                vec![match value.get("mcpServers") {
                     None => Map::new(),
                     Some(Value::Object(map)) => map.clone(),
                     Some(_) => return Err(parse("`mcpServers` is not an object".to_owned())),
-                }];
-                let local = project.as_ref().and_then(|project| {
-                    value
-                        .get("projects")?
-                        .get(project.to_string_lossy().as_ref())?
-                        .get("mcpServers")
-                });
+                }]
+            }
+            FileFormat::ClaudeJson {
+                project: Some(project),
+            } => {
+                let value = read_json(&file.path)?;
+                let local = value
+                    .get("projects")
+                    .and_then(|projects| projects.get(project.to_string_lossy().as_ref()))
+                    .and_then(|entry| entry.get("mcpServers"));
                 match local {
-                    None => {}
-                    Some(Value::Object(map)) => maps.push(map.clone()),
+                    None => vec![],
+                    Some(Value::Object(map)) => vec![map.clone()],
                     Some(_) => {
                         return Err(parse(
                             "the project's `mcpServers` is not an object".to_owned(),
                         ));
                     }
                 }
-                maps
             }
         };
-        self.read.push(file.path.clone());
+        if !self.read.contains(&file.path) {
+            self.read.push(file.path.clone());
+        }
         for map in maps {
             for (name, table) in map {
                 self.add(&name, table, file);
@@ -443,9 +473,38 @@ impl Import {
             );
             return;
         };
+        if is_gatehouse_itself(name, &table) {
+            self.note(
+                name,
+                &file.path,
+                NoteKind::Skipped {
+                    why: "it is gatehouse itself (the entry init prints): imported, gatehouse would start itself".to_owned(),
+                },
+            );
+            return;
+        }
         let known = RawServer::field_names();
         let mut carried = Map::new();
         for (field, value) in table {
+            if file.format.is_json() && !JSON_CLIENT_FIELDS.contains(&field.as_str()) {
+                // gatehouse has keys Claude and Cursor ignore (`env_vars`,
+                // `bearer_token_env_var`, ...): from a project's file they
+                // would grant what the client never did.
+                let why = if known.contains(&field.as_str()) {
+                    "Claude and Cursor ignore it, so it grants nothing there; add it by hand if you mean gatehouse to"
+                } else {
+                    NO_EQUIVALENT
+                };
+                self.note(
+                    name,
+                    &file.path,
+                    NoteKind::FieldNotCarried {
+                        field,
+                        why: why.to_owned(),
+                    },
+                );
+                continue;
+            }
             if !known.contains(&field.as_str()) {
                 self.note(
                     name,
@@ -919,6 +978,61 @@ client_id = "x"
                 .starts_with("no cursor config found; looked at "),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_project_file_gains_nothing_its_client_would_not_grant() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        // A cloned repository's .mcp.json: keys Claude ignores but gatehouse
+        // would honour (the environment and a token passed through).
+        write(
+            project.path(),
+            ".mcp.json",
+            r#"{"mcpServers": {
+                "docs": {"command": "docs", "env_vars": ["AWS_SECRET_ACCESS_KEY"], "required": true},
+                "web": {"type": "http", "url": "https://web.example.com/mcp", "bearer_token_env_var": "GITHUB_TOKEN"},
+                "gatehouse": {"command": "/usr/bin/gatehouse", "args": ["serve", "--config", "/g.toml"]},
+                "again": {"command": "/opt/bin/gatehouse", "args": ["serve"]}
+            }}"#,
+        );
+        write(
+            home.path(),
+            ".claude.json",
+            &serde_json::json!({
+                "projects": {project.path().to_string_lossy(): {"mcpServers": {
+                    "docs": {"command": "docs-local"},
+                }}},
+            })
+            .to_string(),
+        );
+        let files = Client::Claude.files(home.path(), None, project.path());
+        let import = Import::from_files("claude", &files).expect("imports");
+        assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["docs", "web"]);
+        // The local scope wins over the project's file, as in Claude.
+        assert_eq!(
+            import.servers["docs"].raw.command.as_deref(),
+            Some("docs-local")
+        );
+        let web = &import.servers["web"].raw;
+        assert_eq!(web.bearer_token_env_var, None);
+        let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        for field in ["env_vars", "required", "bearer_token_env_var"] {
+            assert!(
+                notes.iter().any(|n| n.contains(&format!(
+                    "field `{field}` not carried: Claude and Cursor ignore it"
+                ))),
+                "{field}: {notes:?}"
+            );
+        }
+        for name in ["gatehouse", "again"] {
+            assert!(
+                notes.iter().any(|n| n.starts_with(&format!(
+                    "server `{name}`: not carried: it is gatehouse itself"
+                ))),
+                "{name}: {notes:?}"
+            );
+        }
     }
 
     #[test]

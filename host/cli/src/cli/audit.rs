@@ -109,7 +109,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         decided_by: args.decided_by.map(DecidedBy::from),
     };
     let opened = |error: ReadError| match error {
-        ReadError::Open { .. } | ReadError::Directory { .. } => {
+        ReadError::Open { .. } | ReadError::NotAFile { .. } => {
             anyhow::anyhow!("{error}; the path is {origin}")
         }
         ReadError::Read { .. } => anyhow::Error::new(error),

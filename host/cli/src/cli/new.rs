@@ -261,6 +261,67 @@ impl Lang {
     }
 }
 
+/// Names cargo refuses for a package: Rust's keywords and the standard
+/// crates.
+const RESERVED: &[&str] = &[
+    "abstract",
+    "alloc",
+    "as",
+    "async",
+    "await",
+    "become",
+    "box",
+    "break",
+    "const",
+    "continue",
+    "core",
+    "crate",
+    "do",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "final",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "macro",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "override",
+    "priv",
+    "proc_macro",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "std",
+    "struct",
+    "super",
+    "test",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "unsafe",
+    "unsized",
+    "use",
+    "virtual",
+    "where",
+    "while",
+    "yield",
+];
+
 /// Why a name cannot be a project's.
 fn name_problem(name: &str) -> Option<&'static str> {
     let mut chars = name.chars();
@@ -272,6 +333,9 @@ fn name_problem(name: &str) -> Option<&'static str> {
     }
     if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_') {
         return Some("it may hold only lowercase letters, digits, `-` and `_`");
+    }
+    if RESERVED.contains(&name.replace('-', "_").as_str()) {
+        return Some("it is a Rust keyword or a standard crate's name, which cargo refuses");
     }
     None
 }
@@ -324,13 +388,10 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     let root = args.dir.join(&args.name);
     let files = project(&args.name, args.lang)?;
     create_dir(&root)?;
-    for (path, text, executable) in &files {
-        let target = root.join(path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("{}: cannot create the directory", parent.display()))?;
-        }
-        write_new(&target, text, *executable)?;
+    if let Err(error) = write_files(&root, &files) {
+        // The directory is ours (created above): no half-made project stays.
+        let _ = std::fs::remove_dir_all(&root);
+        return Err(error);
     }
     println!(
         "Created {} ({} reviewer module, contract {}) in {}.",
@@ -348,6 +409,19 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         root.join("README.md").display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the project's files under `root`.
+fn write_files(root: &Path, files: &[(&'static str, String, bool)]) -> anyhow::Result<()> {
+    for (path, text, executable) in files {
+        let target = root.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("{}: cannot create the directory", parent.display()))?;
+        }
+        write_new(&target, text, *executable)?;
+    }
+    Ok(())
 }
 
 /// Creates the project's directory; one that exists is refused, so nothing
@@ -445,9 +519,12 @@ mod tests {
                 .args(["ls-files", "--", dir])
                 .current_dir(root())
                 .output();
-            let Ok(listed) = listed else {
-                eprintln!("git is not available: skipped");
-                return;
+            let listed = match listed {
+                Ok(listed) if listed.status.success() => listed,
+                _ => {
+                    eprintln!("{dir}: git ls-files failed (no git, or not a checkout): skipped");
+                    continue;
+                }
             };
             let mut in_git: Vec<String> = String::from_utf8_lossy(&listed.stdout)
                 .lines()

@@ -272,7 +272,10 @@ fn inspect_loads_the_module_under_the_limits_it_is_given() {
     let output = gatehouse(&["inspect", path, "--core-instances", "2"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("NOT LOADABLE") && text.contains("core_instances"), "{text}");
+    assert!(
+        text.contains("NOT LOADABLE") && text.contains("core_instances"),
+        "{text}"
+    );
     let output = gatehouse(&["inspect", path, "--core-instances", "3"]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
 }

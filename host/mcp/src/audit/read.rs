@@ -288,11 +288,14 @@ pub enum ReadError {
         /// The I/O error.
         source: io::Error,
     },
-    /// It is a directory.
-    #[error("the audit log {} is a directory, not a file", path.display())]
-    Directory {
+    /// It is not a regular file: a directory, or a FIFO or device, which
+    /// could block the reader forever.
+    #[error("the audit log {} is not a regular file but {kind}: give the file gatehouse serve writes", path.display())]
+    NotAFile {
         /// The path.
         path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
     },
 }
 
@@ -307,11 +310,24 @@ fn open_file(path: &Path) -> Result<(AuditReader<BufReader<File>>, FileId), Read
         path: path.to_path_buf(),
         source,
     };
+    // Looked at before opening: opening a FIFO blocks until a writer comes.
+    let before = std::fs::metadata(path).map_err(open_error)?;
+    if !before.is_file() {
+        return Err(ReadError::NotAFile {
+            path: path.to_path_buf(),
+            kind: if before.is_dir() {
+                "a directory"
+            } else {
+                "a FIFO, socket or device"
+            },
+        });
+    }
     let file = File::open(path).map_err(open_error)?;
     let metadata = file.metadata().map_err(open_error)?;
-    if metadata.is_dir() {
-        return Err(ReadError::Directory {
+    if !metadata.is_file() {
+        return Err(ReadError::NotAFile {
             path: path.to_path_buf(),
+            kind: "no longer a regular file",
         });
     }
     Ok((
@@ -848,6 +864,29 @@ mod tests {
         assert!(parse_since("", now).is_err());
         // Longer ago than the epoch: the epoch, not a panic.
         assert_eq!(parse_since("100000000d", now), Ok(SystemTime::UNIX_EPOCH));
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_fifo_or_a_directory_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("audit.jsonl");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|status| status.success()) {
+            eprintln!("mkfifo is not available: skipped");
+            return;
+        }
+        // Opening a FIFO for reading would wait for a writer forever.
+        let error = open(&fifo).err().expect("refused");
+        assert!(matches!(error, ReadError::NotAFile { kind, .. } if kind.contains("FIFO")));
+        let error = open(dir.path()).err().expect("refused");
+        assert!(matches!(
+            error,
+            ReadError::NotAFile {
+                kind: "a directory",
+                ..
+            }
+        ));
     }
 
     #[test]
