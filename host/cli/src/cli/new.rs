@@ -26,8 +26,8 @@ pub struct NewArgs {
     /// The language.
     #[arg(long, value_enum, default_value = "rust")]
     lang: Lang,
-    /// The world the module is built for. `model-reviewer` (a module that
-    /// asks a language model) has no template yet.
+    /// The world the module is built for: `model-reviewer` asks a language
+    /// model the operator grants it (Rust only, for now).
     #[arg(long, value_enum, default_value = "reviewer")]
     world: WorldArg,
     /// Where to create the project's directory.
@@ -65,6 +65,7 @@ struct TemplateFile {
 
 /// A text to change in a template file: `from` must occur exactly `count`
 /// times, and each becomes `to` with `{name}` replaced by the project's.
+#[derive(Clone, Copy)]
 struct Rename {
     path: &'static str,
     from: &'static str,
@@ -128,6 +129,35 @@ const RUST_RENAMES: &[Rename] = &[
              strip = true\npanic = \"abort\"\n\n[dependencies]",
         count: 1,
     },
+];
+
+const RUST_MODEL: &[TemplateFile] = &[
+    file!("Cargo.toml", "examples/model-reviewer-template/Cargo.toml"),
+    file!("src/lib.rs", "examples/model-reviewer-template/src/lib.rs"),
+    file!(
+        "cases/tool-calls.json",
+        "examples/model-reviewer-template/cases/tool-calls.json"
+    ),
+    TemplateFile {
+        path: ".gitignore",
+        text: "/target/\n",
+        executable: false,
+    },
+    TemplateFile {
+        path: "README.md",
+        text: include_str!("new/README.rust-model.md"),
+        executable: false,
+    },
+];
+
+const RUST_MODEL_RENAMES: &[Rename] = &[
+    Rename {
+        path: "Cargo.toml",
+        from: "name = \"model-reviewer-template\"",
+        to: "name = \"{name}\"",
+        count: 1,
+    },
+    RUST_RENAMES[1],
 ];
 
 const TS: &[TemplateFile] = &[
@@ -243,21 +273,58 @@ const PY_RENAMES: &[Rename] = &[Rename {
     count: 1,
 }];
 
-impl Lang {
+/// A template: a language and a world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Template {
+    lang: Lang,
+    world: WorldArg,
+}
+
+impl Template {
+    /// The template of `lang` for `world`, if there is one.
+    fn new(lang: Lang, world: WorldArg) -> Option<Template> {
+        let exists = world == WorldArg::Reviewer || lang == Lang::Rust;
+        exists.then_some(Template { lang, world })
+    }
+
     fn files(self) -> &'static [TemplateFile] {
-        match self {
-            Lang::Rust => RUST,
-            Lang::Ts => TS,
-            Lang::Py => PY,
+        match (self.lang, self.world) {
+            (Lang::Rust, WorldArg::Reviewer) => RUST,
+            (Lang::Rust, WorldArg::ModelReviewer) => RUST_MODEL,
+            (Lang::Ts, _) => TS,
+            (Lang::Py, _) => PY,
         }
     }
 
     fn renames(self) -> &'static [Rename] {
-        match self {
-            Lang::Rust => RUST_RENAMES,
-            Lang::Ts => TS_RENAMES,
-            Lang::Py => PY_RENAMES,
+        match (self.lang, self.world) {
+            (Lang::Rust, WorldArg::Reviewer) => RUST_RENAMES,
+            (Lang::Rust, WorldArg::ModelReviewer) => RUST_MODEL_RENAMES,
+            (Lang::Ts, _) => TS_RENAMES,
+            (Lang::Py, _) => PY_RENAMES,
         }
+    }
+
+    /// Every template there is.
+    fn all() -> [Template; 4] {
+        [
+            Template {
+                lang: Lang::Rust,
+                world: WorldArg::Reviewer,
+            },
+            Template {
+                lang: Lang::Rust,
+                world: WorldArg::ModelReviewer,
+            },
+            Template {
+                lang: Lang::Ts,
+                world: WorldArg::Reviewer,
+            },
+            Template {
+                lang: Lang::Py,
+                world: WorldArg::Reviewer,
+            },
+        ]
     }
 }
 
@@ -340,20 +407,24 @@ fn name_problem(name: &str) -> Option<&'static str> {
     None
 }
 
-/// The files of a project named `name` in `lang`: paths and contents.
-fn project(name: &str, lang: Lang) -> anyhow::Result<Vec<(&'static str, String, bool)>> {
+/// The files of a project named `name` from `template`: paths and contents.
+fn project(name: &str, template: Template) -> anyhow::Result<Vec<(&'static str, String, bool)>> {
     let mut files: Vec<(&'static str, String, bool)> = std::iter::once(&WIT)
-        .chain(lang.files())
+        .chain(template.files())
         .map(|file| (file.path, file.text.to_owned(), file.executable))
         .collect();
     let crate_name = name.replace('-', "_");
     for (path, text, _) in &mut files {
-        for rename in lang.renames().iter().filter(|rename| rename.path == *path) {
+        for rename in template
+            .renames()
+            .iter()
+            .filter(|rename| rename.path == *path)
+        {
             let found = text.matches(rename.from).count();
             if found != rename.count {
                 // The template changed under this command: a bug of ours.
                 bail!(
-                    "the {lang:?} template's {path} has `{}` {found} times, not {}: \
+                    "the {template:?} template's {path} has `{}` {found} times, not {}: \
                      gatehouse new needs updating",
                     rename.from,
                     rename.count
@@ -378,15 +449,16 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
             Escaped(&args.name)
         );
     }
-    if args.world == WorldArg::ModelReviewer {
+    let Some(template) = Template::new(args.lang, args.world) else {
         bail!(
-            "there is no model-reviewer template yet: start from `--world reviewer` and change \
-             `world: \"reviewer\"` to `\"model-reviewer\"` (wit/reviewer.wit documents the \
-             `model` interface; guests/model-guardian in gatehouse's repository is a worked example)"
+            "there is no {:?} template for the model-reviewer world yet: use `--lang rust \
+             --world model-reviewer`, or start from `--world reviewer` and import the `model` \
+             interface (wit/reviewer.wit documents it)",
+            args.lang
         );
-    }
+    };
     let root = args.dir.join(&args.name);
-    let files = project(&args.name, args.lang)?;
+    let files = project(&args.name, template)?;
     create_dir(&root)?;
     if let Err(error) = write_files(&root, &files) {
         // The directory is ours (created above): no half-made project stays.
@@ -394,12 +466,16 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
         return Err(error);
     }
     println!(
-        "Created {} ({} reviewer module, contract {}) in {}.",
+        "Created {} ({} {} module, contract {}) in {}.",
         args.name,
         match args.lang {
             Lang::Rust => "a Rust",
             Lang::Ts => "a TypeScript",
             Lang::Py => "a Python",
+        },
+        match args.world {
+            WorldArg::Reviewer => "reviewer",
+            WorldArg::ModelReviewer => "model-reviewer",
         },
         gatehouse_core::contract::VERSION,
         root.display()
@@ -469,8 +545,9 @@ mod tests {
 
     #[test]
     fn every_rename_applies_to_every_language() {
-        for lang in [Lang::Rust, Lang::Ts, Lang::Py] {
-            let files = project("my-policy", lang).unwrap();
+        for template in Template::all() {
+            let lang = template;
+            let files = project("my-policy", template).unwrap();
             let readme = &files
                 .iter()
                 .find(|(path, ..)| *path == "README.md")
@@ -479,7 +556,7 @@ mod tests {
             for placeholder in ["{name}", "{crate}", "{version}"] {
                 assert!(!readme.contains(placeholder), "{lang:?}: {placeholder}");
             }
-            for rename in lang.renames() {
+            for rename in template.renames() {
                 let text = &files
                     .iter()
                     .find(|(path, ..)| *path == rename.path)
@@ -493,7 +570,7 @@ mod tests {
 
     #[test]
     fn the_wit_is_the_contract_this_gatehouse_implements() {
-        let files = project("p", Lang::Rust).unwrap();
+        let files = project("p", Template::all()[0]).unwrap();
         let wit = &files
             .iter()
             .find(|(path, ..)| *path == "wit/reviewer.wit")
@@ -510,11 +587,14 @@ mod tests {
     /// README: a file added to a template and not here fails this test.
     #[test]
     fn the_embedded_files_are_the_templates_files() {
-        for (lang, dir) in [
-            (Lang::Rust, "examples/reviewer-template"),
-            (Lang::Ts, "examples/reviewer-template-js"),
-            (Lang::Py, "examples/reviewer-template-py"),
+        let [rust, rust_model, ts, py] = Template::all();
+        for (template, dir) in [
+            (rust, "examples/reviewer-template"),
+            (rust_model, "examples/model-reviewer-template"),
+            (ts, "examples/reviewer-template-js"),
+            (py, "examples/reviewer-template-py"),
         ] {
+            let lang = template.lang;
             let listed = std::process::Command::new("git")
                 .args(["ls-files", "--", dir])
                 .current_dir(root())
@@ -553,14 +633,14 @@ mod tests {
                 in_git.push("demo-config.json".to_owned());
             }
             in_git.sort();
-            let mut embedded: Vec<String> = project("p", lang)
+            let mut embedded: Vec<String> = project("p", template)
                 .unwrap()
                 .into_iter()
                 .map(|(path, ..)| path.to_owned())
                 .filter(|path| path != "README.md")
                 .collect();
             embedded.sort();
-            assert_eq!(embedded, in_git, "{lang:?}");
+            assert_eq!(embedded, in_git, "{template:?}");
         }
     }
 

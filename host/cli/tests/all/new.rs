@@ -118,14 +118,25 @@ fn blocks(readme: &str, heading: &str, kind: &str) -> Vec<String> {
 /// Makes the project and follows its README; the review of `request`
 /// must print `expect`.
 fn follow_the_readme(lang: &str, name: &str, request: &str, expect: &str) {
+    follow_the_readme_of(&["--lang", lang], name, request, &[], expect);
+}
+
+/// [`follow_the_readme`] for `gatehouse new NAME new_args...`, with
+/// `review_args` added to the final review.
+fn follow_the_readme_of(
+    new_args: &[&str],
+    name: &str,
+    request: &str,
+    review_args: &[&str],
+    expect: &str,
+) {
+    let lang = new_args.join(" ");
+    let lang = lang.as_str();
     let scratch = tempfile::tempdir().unwrap();
     let bin = gatehouse_on_path(scratch.path());
-    let made = gatehouse(
-        scratch.path(),
-        &bin,
-        &["new", name, "--lang", lang],
-        "gatehouse new",
-    );
+    let mut args = vec!["new", name];
+    args.extend_from_slice(new_args);
+    let made = gatehouse(scratch.path(), &bin, &args, "gatehouse new");
     let stdout = String::from_utf8_lossy(&made.stdout);
     assert!(stdout.contains(&format!("Created {name}")), "{stdout}");
     let project = scratch.path().join(name);
@@ -173,22 +184,19 @@ fn follow_the_readme(lang: &str, name: &str, request: &str, expect: &str) {
     let config = format!("[review.limits]\ndeadline_ms = 1000\n\n{config}");
     std::fs::write(project.join("gatehouse.toml"), config).unwrap();
     std::fs::write(project.join("request.json"), request).unwrap();
-    let reviewed = gatehouse(
-        &project,
-        &bin,
-        &[
-            "review",
-            "--config",
-            "gatehouse.toml",
-            "--request",
-            "request.json",
-            "--server",
-            "docs",
-            "--format",
-            "json",
-        ],
+    let mut args = vec![
         "review",
-    );
+        "--config",
+        "gatehouse.toml",
+        "--request",
+        "request.json",
+        "--server",
+        "docs",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(review_args);
+    let reviewed = gatehouse(&project, &bin, &args, "review");
     let text = String::from_utf8_lossy(&reviewed.stdout);
     assert!(text.contains(expect), "{lang}: expected {expect}:\n{text}");
 }
@@ -205,11 +213,25 @@ fn registries_required() -> bool {
 }
 
 const URL_TO_OTHER_HOST: &str = r#"{"mode": "url", "message": "Sign in", "url": "https://login.attacker.example/x", "elicitationId": "e-1"}"#;
+const TOOL_CALL_APPROVAL: &str = r#"{"message": "Allow the agent to run this tool?", "requestedSchema": {"type": "object", "properties": {}}, "_meta": {"codex_request_type": "approval_request", "codex_approval_kind": "mcp_tool_call", "tool_name": "delete_branch", "tool_params": {"branch": "scratch"}}}"#;
 const URL_TO_TRACKER: &str = r#"{"mode": "url", "message": "Sign in to the issue tracker", "url": "https://tracker.example.com/oauth/start", "elicitationId": "e-2"}"#;
 
 #[test]
 fn a_rust_project_builds_proves_and_reviews_outside_the_workspace() {
     follow_the_readme("rust", "my-policy", URL_TO_OTHER_HOST, "\"decline\"");
+}
+
+#[test]
+fn a_rust_model_reviewer_project_builds_proves_and_reviews_outside_the_workspace() {
+    // The review is granted the kit's scripted model in place of the
+    // README's endpoint: no real model is asked.
+    follow_the_readme_of(
+        &["--lang", "rust", "--world", "model-reviewer"],
+        "my-model-policy",
+        TOOL_CALL_APPROVAL,
+        &["--model", "stub:allow"],
+        "\"accept\"",
+    );
 }
 
 #[test]

@@ -177,6 +177,22 @@ fn the_rust_template_passes_its_own_cases() {
 }
 
 #[test]
+fn the_rust_model_reviewer_template_passes_the_model_suite_and_its_cases() {
+    let cases = root().join("examples/model-reviewer-template/cases");
+    let rows = conformance(
+        "Rust model-reviewer template",
+        &guest("model_reviewer_template"),
+        &["--cases", &shown(&cases)],
+    );
+    assert!(outcomes(&rows, "model").len() >= 8, "the model suite ran");
+    assert!(
+        outcomes(&rows, "contract").len() >= 40,
+        "the contract suite ran"
+    );
+    assert!(!outcomes(&rows, "cases").is_empty(), "its cases ran");
+}
+
+#[test]
 fn the_allowlist_passes_the_kit_alike_in_rust_typescript_and_python() {
     let Some(templates) = built_templates() else {
         return;
