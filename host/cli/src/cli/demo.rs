@@ -126,10 +126,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default();
-    let guests = args
-        .guests
-        .or_else(|| std::env::var_os("GATEHOUSE_GUESTS_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| exe_dir.join("../wasm32-wasip2/guest"));
+    let guests = super::guests_dir(args.guests)?;
     let server = args.server.unwrap_or_else(|| exe_dir.join("demo-server"));
     if !server.exists() {
         bail!(

@@ -18,7 +18,6 @@ use anyhow::{Context, bail};
 use gatehouse_core::escape::Escaped;
 use gatehouse_core::private_fs;
 use gatehouse_mcp::import::{Client, ClientFile, Import, gateway_entry};
-use sha2::{Digest, Sha256};
 
 /// Write a commented gatehouse.toml from your MCP client's config.
 ///
@@ -103,7 +102,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         }
         Some(Source::File(file)) => Import::from_file(file)?,
     };
-    let guests = guests_dir(args.guests)?;
+    let guests = super::guests_dir(args.guests)?;
     let mut modules = Vec::new();
     for (stem, name, relative) in MODULES {
         let from = guests.join(format!("{stem}.wasm"));
@@ -117,7 +116,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             name,
             relative,
             path: base.join(relative),
-            digest: hex::encode(Sha256::digest(&bytes)),
+            digest: gatehouse_core::sandbox::sha256_hex(&bytes),
             bytes,
         });
     }
@@ -256,17 +255,6 @@ const NO_SERVERS: &str = r#"# None imported (`gatehouse init --from codex|claude
 # command = "my-mcp-server"
 # args = ["--root", "/srv/docs"]
 "#;
-
-/// The directory of the built reference guests, as `gatehouse demo` finds it.
-fn guests_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = flag.or_else(|| std::env::var_os("GATEHOUSE_GUESTS_DIR").map(PathBuf::from))
-    {
-        return Ok(dir);
-    }
-    let exe = std::env::current_exe().context("cannot tell where this binary is")?;
-    let exe_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    Ok(exe_dir.join("../wasm32-wasip2/guest"))
-}
 
 /// Writes `bytes` to `path`, 0600, whole or not at all: to a temporary file
 /// beside it, then moved into place. Without `force` the move is a hard link,

@@ -51,6 +51,22 @@ enum Command {
     Audit(audit::AuditArgs),
 }
 
+/// The directory of the built reference guests: `flag` (`--guests`), else
+/// `GATEHOUSE_GUESTS_DIR`, else `wasm32-wasip2/guest` in the target directory
+/// this binary was built in (`gatehouse demo` and `gatehouse init`).
+pub fn guests_dir(flag: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context as _;
+    if let Some(dir) = flag.or_else(|| std::env::var_os("GATEHOUSE_GUESTS_DIR").map(Into::into)) {
+        return Ok(dir);
+    }
+    let exe = std::env::current_exe().context("cannot tell where this binary is")?;
+    let exe_dir = exe
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    Ok(exe_dir.join("../wasm32-wasip2/guest"))
+}
+
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {

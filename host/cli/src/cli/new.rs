@@ -306,6 +306,7 @@ impl Template {
     }
 
     /// Every template there is.
+    #[cfg(test)]
     fn all() -> [Template; 4] {
         [
             Template {

@@ -164,8 +164,17 @@ pub enum LoadError {
     },
 }
 
-/// The sha256 of `bytes`, as lower-case hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+/// The sha256 of `bytes`, as lower-case hex: the digest a
+/// `[[review.modules]]` entry pins (`sha256 = "..."`) and
+/// [`Sandbox::load_bytes`](super::Sandbox::load_bytes) checks.
+///
+/// ```
+/// assert_eq!(
+///     gatehouse_core::sandbox::sha256_hex(b""),
+///     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+/// );
+/// ```
+pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 

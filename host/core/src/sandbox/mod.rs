@@ -31,7 +31,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 pub use capabilities::{MAX_AUDITED_ANSWER_BYTES, MAX_MODEL_CALLS_PER_REVIEW};
 pub use limits::{Limits, LimitsBuilder, ModuleLimits, ModuleLimitsBuilder};
 pub use load::LoadError;
-pub(crate) use load::sha256_hex;
+pub use load::sha256_hex;
 
 /// The core instances the component in `bytes` creates per instantiation, if
 /// it parses.
