@@ -2,7 +2,7 @@
 # Builds reviewer.wasm from a clean checkout with node (20 or later) and npm:
 # installs the locked dependencies (unless this lockfile is installed
 # already), compiles src/ with tsc into dist/, and componentizes
-# dist/reviewer.js against ./wit (world `reviewer`).
+# dist/reviewer.js against ./wit (in the world componentize.mjs names).
 set -eu
 cd "$(dirname "$0")"
 

@@ -27,7 +27,7 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value = "rust")]
     lang: Lang,
     /// The world the module is built for: `model-reviewer` asks a language
-    /// model the operator grants it (Rust only, for now).
+    /// model the operator grants it.
     #[arg(long, value_enum, default_value = "reviewer")]
     world: WorldArg,
     /// Where to create the project's directory.
@@ -234,6 +234,133 @@ const TS_RENAMES: &[Rename] = &[
     },
 ];
 
+const TS_MODEL: &[TemplateFile] = &[
+    file!(
+        ".gitignore",
+        "examples/model-reviewer-template-js/.gitignore"
+    ),
+    file!(
+        "build.sh",
+        "examples/model-reviewer-template-js/build.sh",
+        executable
+    ),
+    file!(
+        "componentize.mjs",
+        "examples/model-reviewer-template-js/componentize.mjs"
+    ),
+    file!(
+        "package-lock.json",
+        "examples/model-reviewer-template-js/package-lock.json"
+    ),
+    file!(
+        "package.json",
+        "examples/model-reviewer-template-js/package.json"
+    ),
+    file!(
+        "src/contract.ts",
+        "examples/model-reviewer-template-js/src/contract.ts"
+    ),
+    file!(
+        "src/json.ts",
+        "examples/model-reviewer-template-js/src/json.ts"
+    ),
+    file!(
+        "src/model.d.ts",
+        "examples/model-reviewer-template-js/src/model.d.ts"
+    ),
+    file!(
+        "src/reviewer.ts",
+        "examples/model-reviewer-template-js/src/reviewer.ts"
+    ),
+    file!(
+        "src/rule.ts",
+        "examples/model-reviewer-template-js/src/rule.ts"
+    ),
+    file!(
+        "src/wit.d.ts",
+        "examples/model-reviewer-template-js/src/wit.d.ts"
+    ),
+    file!(
+        "test/rule.test.mjs",
+        "examples/model-reviewer-template-js/test/rule.test.mjs"
+    ),
+    file!(
+        "tsconfig.json",
+        "examples/model-reviewer-template-js/tsconfig.json"
+    ),
+    file!(
+        "cases/tool-calls.json",
+        "examples/model-reviewer-template/cases/tool-calls.json"
+    ),
+    TemplateFile {
+        path: "README.md",
+        text: include_str!("new/README.ts-model.md"),
+        executable: false,
+    },
+];
+
+const TS_MODEL_RENAMES: &[Rename] = &[
+    Rename {
+        path: "package.json",
+        from: "\"name\": \"gatehouse-model-reviewer-template-js\"",
+        to: "\"name\": \"{name}\"",
+        count: 1,
+    },
+    Rename {
+        path: "package-lock.json",
+        from: "\"name\": \"gatehouse-model-reviewer-template-js\"",
+        to: "\"name\": \"{name}\"",
+        count: 2,
+    },
+    Rename {
+        path: "src/reviewer.ts",
+        from: "name: \"gatehouse-model-reviewer-template-js\"",
+        to: "name: \"{name}\"",
+        count: 1,
+    },
+];
+
+const PY_MODEL: &[TemplateFile] = &[
+    file!(
+        ".gitignore",
+        "examples/model-reviewer-template-py/.gitignore"
+    ),
+    file!("app.py", "examples/model-reviewer-template-py/app.py"),
+    file!(
+        "build.sh",
+        "examples/model-reviewer-template-py/build.sh",
+        executable
+    ),
+    file!(
+        "model_rule.py",
+        "examples/model-reviewer-template-py/model_rule.py"
+    ),
+    file!(
+        "requirements.txt",
+        "examples/model-reviewer-template-py/requirements.txt"
+    ),
+    file!(
+        "test_model_rule.py",
+        "examples/model-reviewer-template-py/test_model_rule.py"
+    ),
+    file!(
+        "cases/tool-calls.json",
+        "examples/model-reviewer-template/cases/tool-calls.json"
+    ),
+    TemplateFile {
+        path: "README.md",
+        text: include_str!("new/README.py-model.md"),
+        executable: false,
+    },
+];
+
+const PY_MODEL_RENAMES: &[Rename] = &[Rename {
+    path: "app.py",
+    from: "NAME = \"model-reviewer-template-py\"",
+    to: "NAME = \"{name}\"",
+    count: 1,
+}];
+
 const PY: &[TemplateFile] = &[
     file!(".gitignore", "examples/reviewer-template-py/.gitignore"),
     file!("allowlist.py", "examples/reviewer-template-py/allowlist.py"),
@@ -281,18 +408,14 @@ struct Template {
 }
 
 impl Template {
-    /// The template of `lang` for `world`, if there is one.
-    fn new(lang: Lang, world: WorldArg) -> Option<Template> {
-        let exists = world == WorldArg::Reviewer || lang == Lang::Rust;
-        exists.then_some(Template { lang, world })
-    }
-
     fn files(self) -> &'static [TemplateFile] {
         match (self.lang, self.world) {
             (Lang::Rust, WorldArg::Reviewer) => RUST,
             (Lang::Rust, WorldArg::ModelReviewer) => RUST_MODEL,
-            (Lang::Ts, _) => TS,
-            (Lang::Py, _) => PY,
+            (Lang::Ts, WorldArg::Reviewer) => TS,
+            (Lang::Ts, WorldArg::ModelReviewer) => TS_MODEL,
+            (Lang::Py, WorldArg::Reviewer) => PY,
+            (Lang::Py, WorldArg::ModelReviewer) => PY_MODEL,
         }
     }
 
@@ -300,31 +423,43 @@ impl Template {
         match (self.lang, self.world) {
             (Lang::Rust, WorldArg::Reviewer) => RUST_RENAMES,
             (Lang::Rust, WorldArg::ModelReviewer) => RUST_MODEL_RENAMES,
-            (Lang::Ts, _) => TS_RENAMES,
-            (Lang::Py, _) => PY_RENAMES,
+            (Lang::Ts, WorldArg::Reviewer) => TS_RENAMES,
+            (Lang::Ts, WorldArg::ModelReviewer) => TS_MODEL_RENAMES,
+            (Lang::Py, WorldArg::Reviewer) => PY_RENAMES,
+            (Lang::Py, WorldArg::ModelReviewer) => PY_MODEL_RENAMES,
         }
     }
 
-    /// Every template there is.
+    /// Every template there is, with the directory in `examples/` it comes
+    /// from.
     #[cfg(test)]
-    fn all() -> [Template; 4] {
+    fn all() -> [(Template, &'static str); 6] {
+        let template = |lang, world| Template { lang, world };
         [
-            Template {
-                lang: Lang::Rust,
-                world: WorldArg::Reviewer,
-            },
-            Template {
-                lang: Lang::Rust,
-                world: WorldArg::ModelReviewer,
-            },
-            Template {
-                lang: Lang::Ts,
-                world: WorldArg::Reviewer,
-            },
-            Template {
-                lang: Lang::Py,
-                world: WorldArg::Reviewer,
-            },
+            (
+                template(Lang::Rust, WorldArg::Reviewer),
+                "examples/reviewer-template",
+            ),
+            (
+                template(Lang::Rust, WorldArg::ModelReviewer),
+                "examples/model-reviewer-template",
+            ),
+            (
+                template(Lang::Ts, WorldArg::Reviewer),
+                "examples/reviewer-template-js",
+            ),
+            (
+                template(Lang::Ts, WorldArg::ModelReviewer),
+                "examples/model-reviewer-template-js",
+            ),
+            (
+                template(Lang::Py, WorldArg::Reviewer),
+                "examples/reviewer-template-py",
+            ),
+            (
+                template(Lang::Py, WorldArg::ModelReviewer),
+                "examples/model-reviewer-template-py",
+            ),
         ]
     }
 }
@@ -450,13 +585,9 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
             Escaped(&args.name)
         );
     }
-    let Some(template) = Template::new(args.lang, args.world) else {
-        bail!(
-            "there is no {:?} template for the model-reviewer world yet: use `--lang rust \
-             --world model-reviewer`, or start from `--world reviewer` and import the `model` \
-             interface (wit/reviewer.wit documents it)",
-            args.lang
-        );
+    let template = Template {
+        lang: args.lang,
+        world: args.world,
     };
     let root = args.dir.join(&args.name);
     let files = project(&args.name, template)?;
@@ -546,7 +677,7 @@ mod tests {
 
     #[test]
     fn every_rename_applies_to_every_language() {
-        for template in Template::all() {
+        for (template, _) in Template::all() {
             let lang = template;
             let files = project("my-policy", template).unwrap();
             let readme = &files
@@ -571,7 +702,7 @@ mod tests {
 
     #[test]
     fn the_wit_is_the_contract_this_gatehouse_implements() {
-        let files = project("p", Template::all()[0]).unwrap();
+        let files = project("p", Template::all()[0].0).unwrap();
         let wit = &files
             .iter()
             .find(|(path, ..)| *path == "wit/reviewer.wit")
@@ -588,14 +719,16 @@ mod tests {
     /// README: a file added to a template and not here fails this test.
     #[test]
     fn the_embedded_files_are_the_templates_files() {
-        let [rust, rust_model, ts, py] = Template::all();
-        for (template, dir) in [
-            (rust, "examples/reviewer-template"),
-            (rust_model, "examples/model-reviewer-template"),
-            (ts, "examples/reviewer-template-js"),
-            (py, "examples/reviewer-template-py"),
-        ] {
+        for (template, dir) in Template::all() {
             let lang = template.lang;
+            let embedded_files = project("p", template).unwrap();
+            // The one case file each template's `cases` link (or directory)
+            // holds.
+            let cases = embedded_files
+                .iter()
+                .map(|(path, ..)| *path)
+                .find(|path| path.starts_with("cases/"))
+                .unwrap();
             let listed = std::process::Command::new("git")
                 .args(["ls-files", "--", dir])
                 .current_dir(root())
@@ -623,14 +756,19 @@ mod tests {
                 .filter(|path| path != "gatehouse.example.toml")
                 .map(|path| match path.as_str() {
                     "wit" => "wit/reviewer.wit".to_owned(),
-                    "cases" => "cases/allowlist.json".to_owned(),
+                    "cases" => cases.to_owned(),
                     _ => path,
                 })
                 .collect();
             if lang == Lang::Rust {
                 in_git.push(".gitignore".to_owned());
             }
-            if lang == Lang::Ts {
+            if template
+                == (Template {
+                    lang: Lang::Ts,
+                    world: WorldArg::Reviewer,
+                })
+            {
                 in_git.push("demo-config.json".to_owned());
             }
             in_git.sort();

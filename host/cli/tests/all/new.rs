@@ -249,6 +249,32 @@ fn a_python_project_builds_proves_and_reviews_outside_the_workspace() {
 }
 
 #[test]
+fn a_typescript_model_reviewer_project_builds_proves_and_reviews_outside_the_workspace() {
+    if registries_required() {
+        follow_the_readme_of(
+            &["--lang", "ts", "--world", "model-reviewer"],
+            "ts-model-policy",
+            TOOL_CALL_APPROVAL,
+            &["--model", "stub:deny"],
+            "\"decline\"",
+        );
+    }
+}
+
+#[test]
+fn a_python_model_reviewer_project_builds_proves_and_reviews_outside_the_workspace() {
+    if registries_required() {
+        follow_the_readme_of(
+            &["--lang", "py", "--world", "model-reviewer"],
+            "py-model-policy",
+            TOOL_CALL_APPROVAL,
+            &["--model", "stub:allow"],
+            "\"accept\"",
+        );
+    }
+}
+
+#[test]
 fn an_existing_directory_is_never_written_into() {
     let scratch = tempfile::tempdir().unwrap();
     let existing = scratch.path().join("taken");

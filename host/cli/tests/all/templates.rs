@@ -193,6 +193,51 @@ fn the_rust_model_reviewer_template_passes_the_model_suite_and_its_cases() {
 }
 
 #[test]
+fn the_model_reviewer_passes_the_kit_alike_in_rust_typescript_and_python() {
+    let built = [
+        root().join("examples/model-reviewer-template-js/reviewer.wasm"),
+        root().join("examples/model-reviewer-template-py/reviewer.wasm"),
+    ];
+    if built.iter().any(|path| !path.exists()) {
+        let required = std::env::var_os(REQUIRED).is_some_and(|value| !value.is_empty());
+        assert!(
+            !required,
+            "{REQUIRED} is set but a model-reviewer template is missing: run .ci/build-templates"
+        );
+        eprintln!(
+            "skipped: the TypeScript and Python model-reviewer templates are not built (.ci/build-templates)"
+        );
+        return;
+    }
+    let cases = shown(&root().join("examples/model-reviewer-template/cases"));
+    let args = ["--cases", cases.as_str(), "--deadline-ms", "1000"];
+    let rust = conformance(
+        "Rust model-reviewer",
+        &guest("model_reviewer_template"),
+        &args,
+    );
+    for (label, module) in [
+        ("TypeScript model-reviewer", &built[0]),
+        ("Python model-reviewer", &built[1]),
+    ] {
+        let rows = conformance(label, module, &args);
+        for suite in ["contract", "model", "cases"] {
+            // Each module describes itself by its own name.
+            let answers = |rows: &[Row]| {
+                let mut answers = outcomes(rows, suite);
+                answers.remove("describe");
+                answers
+            };
+            assert_eq!(
+                answers(&rows),
+                answers(&rust),
+                "{label}: the {suite} rows differ from the Rust template's"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_allowlist_passes_the_kit_alike_in_rust_typescript_and_python() {
     let Some(templates) = built_templates() else {
         return;

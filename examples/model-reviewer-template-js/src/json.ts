@@ -1,0 +1,1 @@
+../../reviewer-template-js/src/json.ts
