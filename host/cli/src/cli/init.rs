@@ -162,7 +162,17 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
 /// client's config ([`Import::to_toml`] writes them safely); everything else
 /// here is gatehouse's own.
 fn config_text(imported: bool, modules: &[Module], import: &Import) -> anyhow::Result<String> {
-    let mut text = String::from(HEADER);
+    let defaults = gatehouse_core::sandbox::Limits::default();
+    let mut text = HEADER
+        .replace(
+            "{deadline_ms}",
+            &defaults.deadline().as_millis().to_string(),
+        )
+        .replace("{memory_bytes}", &defaults.memory_bytes().to_string())
+        .replace(
+            "{concurrent_reviews}",
+            &defaults.concurrent_reviews().to_string(),
+        );
     for Module {
         name,
         relative,
@@ -200,9 +210,9 @@ on_failure = "decline"         # a module that fails declines (fail closed); "de
 verify_contract = true         # every module runs the conformance contract suite before it is used
 
 [review.limits]                # per review, every module; each field optional, the defaults shown
-deadline_ms = 50
-memory_bytes = 16777216
-concurrent_reviews = 64
+deadline_ms = {deadline_ms}
+memory_bytes = {memory_bytes}
+concurrent_reviews = {concurrent_reviews}
 
 "#;
 
@@ -334,4 +344,30 @@ fn list(paths: &[&Path]) -> String {
         .map(|path| path.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The limits the file shows are the defaults the sandbox has.
+    #[test]
+    fn the_limits_written_are_the_defaults() {
+        let text = config_text(false, &[], &Import::default()).unwrap();
+        let config: toml::Table = toml::from_str(&text).unwrap();
+        let limits = &config["review"]["limits"];
+        let defaults = gatehouse_core::sandbox::Limits::default();
+        assert_eq!(
+            limits["deadline_ms"].as_integer(),
+            i64::try_from(defaults.deadline().as_millis()).ok()
+        );
+        assert_eq!(
+            limits["memory_bytes"].as_integer(),
+            i64::try_from(defaults.memory_bytes()).ok()
+        );
+        assert_eq!(
+            limits["concurrent_reviews"].as_integer(),
+            Some(i64::from(defaults.concurrent_reviews()))
+        );
+    }
 }
