@@ -249,7 +249,13 @@ async fn http_gateway_serves_and_sigterm_cancels_pending_elicitations() {
 async fn a_thousand_concurrent_elicitations_are_each_answered_once_and_audited() {
     const CALLS: usize = 1000;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config(dir.path(), "{}");
+    // All thousand may be in flight at once: the per-server cap (256 by
+    // default, which declines the excess by policy) is not what this tests.
+    let config = config_with(
+        dir.path(),
+        "{}",
+        &format!("max_in_flight_per_server = {CALLS}"),
+    );
     // One session makes all thousand calls at once.
     let written = std::fs::read_to_string(&config).expect("read config");
     // The point is one answer and one audit line each, not the deadline: on
