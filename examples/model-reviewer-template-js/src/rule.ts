@@ -12,7 +12,7 @@
 
 import type { CompletionRequest } from "gatehouse:reviewer/model@0.2.0";
 import type { Outcome, ReviewRequest } from "./contract.js";
-import { check, JsonError, JsonObject, parse, stringify } from "./json.js";
+import { check, JsonError, JsonObject, parse, stringify, trim } from "./json.js";
 
 /** What the model is told, before the call it assesses. */
 export const POLICY =
@@ -195,31 +195,3 @@ function field(value: unknown, key: string): unknown {
   return isObject(value) && Object.hasOwn(value, key) ? value[key] : undefined;
 }
 
-/**
- * Rust's `str::trim`: strips Unicode White_Space. (`String.prototype.trim`
- * also strips U+FEFF and keeps U+0085.) The same as reviewer-template-js's
- * policy.ts.
- */
-export function trim(text: string): string {
-  let start = 0;
-  let end = text.length;
-  while (start < end && isWhitespace(text.charCodeAt(start))) start++;
-  while (end > start && isWhitespace(text.charCodeAt(end - 1))) end--;
-  return text.slice(start, end);
-}
-
-function isWhitespace(code: number): boolean {
-  return (
-    (code >= 0x09 && code <= 0x0d) ||
-    code === 0x20 ||
-    code === 0x85 ||
-    code === 0xa0 ||
-    code === 0x1680 ||
-    (code >= 0x2000 && code <= 0x200a) ||
-    code === 0x2028 ||
-    code === 0x2029 ||
-    code === 0x202f ||
-    code === 0x205f ||
-    code === 0x3000
-  );
-}

@@ -472,3 +472,31 @@ function compareCodePoints(a: string, b: string): number {
     }
   }
 }
+
+/**
+ * Rust's `str::trim`: strips Unicode White_Space. (`String.prototype.trim`
+ * also strips U+FEFF and keeps U+0085.)
+ */
+export function trim(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && isWhitespace(text.charCodeAt(start))) start++;
+  while (end > start && isWhitespace(text.charCodeAt(end - 1))) end--;
+  return text.slice(start, end);
+}
+
+function isWhitespace(code: number): boolean {
+  return (
+    (code >= 0x09 && code <= 0x0d) ||
+    code === 0x20 ||
+    code === 0x85 ||
+    code === 0xa0 ||
+    code === 0x1680 ||
+    (code >= 0x2000 && code <= 0x200a) ||
+    code === 0x2028 ||
+    code === 0x2029 ||
+    code === 0x202f ||
+    code === 0x205f ||
+    code === 0x3000
+  );
+}

@@ -20,7 +20,10 @@
 // This is `guests/allowlist/src/lib.rs` line for line, config format and
 // answers included, so the two can be run on the same cases.
 
-import { check, JsonError, JsonObject, type JsonValue, parse, stringify } from "./json.js";
+import { check, JsonError, JsonObject, type JsonValue, parse, stringify, trim } from "./json.js";
+
+// Tests and callers have long imported it from here.
+export { trim };
 
 /** The elicitation mode a rule applies to. */
 export type ModeRule = "any" | "form" | "url";
@@ -247,33 +250,6 @@ export function toolName(meta: string | undefined): string | undefined {
   return trimmed === "" ? undefined : trimmed;
 }
 
-/**
- * Rust's `str::trim`: strips Unicode White_Space. (`String.prototype.trim`
- * also strips U+FEFF and keeps U+0085.)
- */
-export function trim(text: string): string {
-  let start = 0;
-  let end = text.length;
-  while (start < end && isWhitespace(text.charCodeAt(start))) start++;
-  while (end > start && isWhitespace(text.charCodeAt(end - 1))) end--;
-  return text.slice(start, end);
-}
-
-function isWhitespace(code: number): boolean {
-  return (
-    (code >= 0x09 && code <= 0x0d) ||
-    code === 0x20 ||
-    code === 0x85 ||
-    code === 0xa0 ||
-    code === 0x1680 ||
-    (code >= 0x2000 && code <= 0x200a) ||
-    code === 0x2028 ||
-    code === 0x2029 ||
-    code === 0x202f ||
-    code === 0x205f ||
-    code === 0x3000
-  );
-}
 
 /**
  * The `wildmatch` crate's `WildMatch::matches`: `*` matches any run of
