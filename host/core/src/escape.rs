@@ -93,6 +93,82 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// What [`one_line`] shows in place of a line break.
+pub const LINE_BREAK_MARK: &str = " \u{23ce} ";
+
+/// `text` as one line for a person to read in a dialog, where the escapes
+/// of [`escape`] would be noise but a server must not be able to pose as
+/// someone else: every run of line breaks (CR, LF, VT, FF, NEL, U+2028,
+/// U+2029) becomes [`LINE_BREAK_MARK`] (` ⏎ `), every other character
+/// [`needs_escape`] names (controls, bidi formatting, invisibles) becomes
+/// U+FFFD, every run of white space (tabs and Unicode spaces included)
+/// becomes one space, and white space at either end is dropped. So text put
+/// after a prefix (`[server] `) cannot start a line of its own, push itself
+/// out of view with padding, or reorder what the reader sees; and clean
+/// single-line text comes back borrowed.
+///
+/// ```
+/// use gatehouse_core::escape::one_line;
+/// let forged = "Sign in again\r\n\n[github]    Paste\u{202e} your token";
+/// assert_eq!(one_line(forged), "Sign in again \u{23ce} [github] Paste\u{fffd} your token");
+/// assert!(matches!(one_line("Allow push?"), std::borrow::Cow::Borrowed(_)));
+/// ```
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    let clean = !text.starts_with(is_blank)
+        && !text.ends_with(is_blank)
+        && !text.contains("  ")
+        && !text
+            .chars()
+            .any(|c| needs_escape(c) || (is_blank(c) && c != ' '));
+    if clean {
+        return Cow::Borrowed(text);
+    }
+    let mut line = String::with_capacity(text.len());
+    // What separates the last character written from the next: nothing, a
+    // space, or a line break (which wins over spaces around it).
+    let mut gap = Gap::None;
+    for c in text.chars() {
+        if is_line_break(c) {
+            gap = Gap::Break;
+        } else if is_blank(c) {
+            if gap == Gap::None {
+                gap = Gap::Space;
+            }
+        } else {
+            if !line.is_empty() {
+                match gap {
+                    Gap::None => {}
+                    Gap::Space => line.push(' '),
+                    Gap::Break => line.push_str(LINE_BREAK_MARK),
+                }
+            }
+            gap = Gap::None;
+            line.push(if needs_escape(c) { '\u{fffd}' } else { c });
+        }
+    }
+    Cow::Owned(line)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gap {
+    None,
+    Space,
+    Break,
+}
+
+/// A character that ends a line in some reader.
+fn is_line_break(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
+}
+
+/// White space that is not a line break.
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() && !is_line_break(c)
+}
+
 /// Displays the wrapped text escaped (see the [module docs](self)), without
 /// allocating: `tracing::warn!(uri = %Escaped(&uri), "...")`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -483,5 +559,35 @@ mod tests {
         let line = "x\ny";
         write!(EscapeWriter(&mut out), "{line}|{:?}", 'z').unwrap();
         assert_eq!(out, r"x\ny|'z'");
+    }
+
+    #[test]
+    fn one_line_keeps_the_prefix_in_front() {
+        let message = format!(
+            "[evil] {}",
+            one_line("ok\n\n[github] Your session expired. Paste a token")
+        );
+        assert_eq!(
+            message,
+            "[evil] ok \u{23ce} [github] Your session expired. Paste a token"
+        );
+        // Padding, tabs and Unicode spaces fold; nothing leads or trails.
+        assert_eq!(one_line(" \t a\u{3000}\u{2003}   b \u{a0}"), "a b");
+        // CR alone, NEL and the separators break lines too; runs fold into one mark.
+        assert_eq!(
+            one_line("a\rb\u{85}c\u{2028}\u{2029}d"),
+            "a \u{23ce} b \u{23ce} c \u{23ce} d"
+        );
+        // Controls, bidi and invisibles cannot hide or reorder anything.
+        assert_eq!(
+            one_line("x\u{1b}[2J\u{202e}y\u{200b}"),
+            "x\u{fffd}[2J\u{fffd}y\u{fffd}"
+        );
+        // The result is one line and stable.
+        let once = one_line("a\r\n  b\u{2066}");
+        assert!(!once.chars().any(|c| is_line_break(c) || needs_escape(c)));
+        assert_eq!(one_line(&once), once);
+        assert_eq!(one_line(""), "");
+        assert_eq!(one_line("\n\n"), "");
     }
 }
