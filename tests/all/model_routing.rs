@@ -39,6 +39,7 @@ fn elicitation(
         }),
         cancelled,
         delivery: Delivery::Request,
+        call: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn elicitation(id: i64) -> IncomingElicitation {
         }),
         cancelled: CancellationToken::new(),
         delivery: Delivery::Request,
+        call: None,
     }
 }
 

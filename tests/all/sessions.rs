@@ -254,6 +254,7 @@ async fn an_elicitation_outside_any_call_gets_on_unhandled() {
             }),
             cancelled: tokio_util::sync::CancellationToken::new(),
             delivery: Delivery::Request,
+            call: None,
         })
         .await
         .expect("answered");

@@ -147,6 +147,26 @@ struct EchoArgs {
     text: String,
 }
 
+/// Arguments of `hold`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct HoldArgs {
+    /// A directory: `held-ID` is written there when the call starts, and
+    /// the call returns once `release` exists there.
+    dir: String,
+    /// Names this call's marker (letters, digits, `-` and `_`).
+    id: String,
+}
+
+/// Arguments of `ask_approvals`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct AskApprovalsArgs {
+    /// How many approval requests to send, one after another.
+    count: u32,
+    /// Whether each request's message differs (`Approval i of N`); otherwise
+    /// all are identical.
+    distinct: bool,
+}
+
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
 struct ReadFileArgs {
@@ -222,6 +242,91 @@ impl DemoServer {
     )]
     async fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> CallToolResult {
         self.ok(text)
+    }
+
+    /// Stay in flight until released: for tests that need several calls in
+    /// flight at once.
+    #[tool(
+        description = "Stay in flight: write DIR/held-ID when the call starts, then return once DIR/release exists (at most 60 s).",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn hold(&self, Parameters(HoldArgs { dir, id }): Parameters<HoldArgs>) -> CallToolResult {
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return self.error(format!("hold: id {id:?} is not a plain name"));
+        }
+        let dir = std::path::PathBuf::from(dir);
+        if let Err(error) = std::fs::write(dir.join(format!("held-{id}")), b"") {
+            return self.error(format!("hold: cannot write its marker: {error}"));
+        }
+        let release = dir.join("release");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !release.exists() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        self.ok(format!("held {id}"))
+    }
+
+    /// Ask for approval of this very call COUNT times in a row, each
+    /// request describing the call honestly, and count the answers.
+    #[tool(
+        description = "Send COUNT approval requests for this call (Codex approval _meta whose tool_params are this call's arguments), one after another, each message distinct if DISTINCT; report `accept A, decline D, cancel C, error E`. Needs server-to-client requests (2025-11-25 or older).",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn ask_approvals(
+        &self,
+        Parameters(arguments): Parameters<AskApprovalsArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if mrtr::uses_input_requests(&context) {
+            return self
+                .error("ask_approvals needs server-to-client requests (2025-11-25 or older)");
+        }
+        let tool_params = json!({ "count": arguments.count, "distinct": arguments.distinct });
+        let (mut accept, mut decline, mut cancel, mut error) = (0, 0, 0, 0);
+        for index in 1..=arguments.count {
+            let meta = json!({
+                "codex_request_type": "approval_request",
+                "codex_approval_kind": "mcp_tool_call",
+                "tool_name": "ask_approvals",
+                "tool_params": tool_params,
+            });
+            let Value::Object(meta) = meta else {
+                unreachable!("json! object literal")
+            };
+            let message = if arguments.distinct {
+                format!("Approval {index} of {}", arguments.count)
+            } else {
+                "Allow ask_approvals?".to_owned()
+            };
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: Some(meta.into()),
+                message,
+                requested_schema: ElicitationSchema::builder().build_unchecked(),
+            };
+            match context.peer.create_elicitation(params).await {
+                Ok(answer) => match answer.action {
+                    ElicitationAction::Accept => accept += 1,
+                    ElicitationAction::Decline => decline += 1,
+                    _ => cancel += 1,
+                },
+                Err(_) => error += 1,
+            }
+        }
+        self.ok(format!(
+            "accept {accept}, decline {decline}, cancel {cancel}, error {error}"
+        ))
     }
 
     /// Return made-up content for a file.

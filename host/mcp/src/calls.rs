@@ -8,7 +8,18 @@
 //! put in front of a person only when every request in flight on that
 //! server comes from one upstream session, that session's; anything else
 //! (no request in flight, or requests from several sessions) is never shown
-//! to a guess. The same binding names "the related call" a reviewer sees.
+//! to a guess.
+//!
+//! "The related call" a reviewer sees is decided apart from the session
+//! ([`Calls::bind_claim`], [`Related`]): the request the transport says the
+//! elicitation was sent under, when it says ([`CallKey`]: a 2026-07-28 input
+//! request arrives inside the very call the gateway forwarded, which runs
+//! [`on_behalf`] of its key); else the one request in flight on the
+//! server; or, with several in flight, the one a tool-call approval
+//! describes (its `_meta.tool_name` and `tool_params`, [`Claim`]), compared
+//! exactly. An approval that describes none of the calls in flight is
+//! [`Related::Unmatched`], which the router declines unreviewed, so a server
+//! cannot turn the reviewer's comparison off by keeping a second call busy.
 //!
 //! ```
 //! use gatehouse_mcp::calls::{Binding, CallKind, Calls, SessionId, UpstreamCall};
@@ -166,10 +177,33 @@ impl UpstreamCall {
     }
 }
 
+/// Names one call while it is in flight: the key [`Calls::begin`] gave it
+/// ([`CallGuard::key`]). Never reused within a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallKey(u64);
+
+tokio::task_local! {
+    static CURRENT_CALL: CallKey;
+}
+
+/// Runs `work` on behalf of the call `key`: whatever the servers ask while
+/// `work` itself waits (a 2026-07-28 input request, which rmcp hands to the
+/// connection's handler inside the call) is known to be sent under that
+/// call ([`current_call`]). Work `work` spawns is not.
+pub async fn on_behalf<F: Future>(key: CallKey, work: F) -> F::Output {
+    CURRENT_CALL.scope(key, work).await
+}
+
+/// The call the current task works [`on_behalf`] of, if any.
+pub fn current_call() -> Option<CallKey> {
+    CURRENT_CALL.try_with(|key| *key).ok()
+}
+
 /// Whose request an elicitation from a server can belong to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Binding {
-    /// Exactly one request is in flight on the server: this one.
+    /// The request it belongs to: the only one in flight on the server, or
+    /// the one it was sent under.
     Call(Arc<UpstreamCall>),
     /// Several requests are in flight on the server, all from this session.
     Session(SessionId),
@@ -203,6 +237,157 @@ impl Binding {
                 "requests from {sessions} upstream sessions are in flight on this server, so it \
                  cannot be tied to one"
             )),
+        }
+    }
+}
+
+/// What a tool-call approval says about the agent's call it asks about:
+/// the raw `_meta.tool_name` and `_meta.tool_params` of an elicitation whose
+/// `_meta.codex_approval_kind` is `"mcp_tool_call"` (the keys a reviewer
+/// compares with the related call). `None` in a field: the approval does not
+/// say.
+///
+/// ```
+/// use gatehouse_mcp::calls::Claim;
+/// let params = serde_json::json!({"message": "Allow?", "_meta": {
+///     "codex_approval_kind": "mcp_tool_call", "tool_name": "push", "tool_params": {"force": true}}});
+/// let claim = Claim::from_params(&params).expect("a tool-call approval");
+/// assert_eq!(claim.tool_name, Some(serde_json::json!("push")));
+/// // Anything else claims no call.
+/// assert!(Claim::from_params(&serde_json::json!({"message": "Name?"})).is_none());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Claim {
+    /// `_meta.tool_name` as the server wrote it (a non-string matches no
+    /// call).
+    pub tool_name: Option<Value>,
+    /// `_meta.tool_params` as the server wrote it (`null` counts as `{}`).
+    pub tool_params: Option<Value>,
+}
+
+/// The `_meta` key that marks an approval request's kind.
+pub const APPROVAL_KIND_KEY: &str = "codex_approval_kind";
+/// The approval kind that claims an agent's tool call.
+pub const APPROVAL_KIND_TOOL_CALL: &str = "mcp_tool_call";
+
+impl Claim {
+    /// The claim of elicitation `params` (the wire params, `_meta`
+    /// included), if they are a tool-call approval.
+    pub fn from_params(params: &Value) -> Option<Claim> {
+        let meta = params.get("_meta")?.as_object()?;
+        if meta.get(APPROVAL_KIND_KEY).and_then(Value::as_str) != Some(APPROVAL_KIND_TOOL_CALL) {
+            return None;
+        }
+        Some(Claim {
+            tool_name: meta.get("tool_name").cloned(),
+            tool_params: meta.get("tool_params").cloned(),
+        })
+    }
+
+    /// Whether the claim describes `call`: a tool call whose server-side
+    /// name is exactly the claimed `tool_name` and whose arguments equal the
+    /// claimed `tool_params` ([`same_json`]; absent or `null` arguments count
+    /// as `{}`). What the claim leaves out is not compared.
+    pub fn describes(&self, call: &UpstreamCall) -> bool {
+        if call.kind != CallKind::ToolCall {
+            return false;
+        }
+        if let Some(name) = &self.tool_name
+            && name.as_str() != Some(call.server_name.as_str())
+        {
+            return false;
+        }
+        let Some(claimed) = &self.tool_params else {
+            return true;
+        };
+        let empty = Value::Object(serde_json::Map::new());
+        let or_empty = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => empty.clone(),
+            Some(value) => value.clone(),
+        };
+        same_json(&or_empty(Some(claimed)), &or_empty(call.arguments.as_ref()))
+    }
+}
+
+/// JSON equality as a reviewer must read it: objects without regard to key
+/// order, arrays in order, strings exactly, and numbers by exact value:
+/// integers exactly (never through `f64`, so `9007199254740993` is not
+/// `9007199254740992.0`), floats against floats by value, and an integer
+/// equals a float only when the float is exactly that integer (`1` is `1.0`).
+///
+/// ```
+/// use gatehouse_mcp::calls::same_json;
+/// use serde_json::json;
+/// assert!(same_json(&json!({"a": 1, "b": [true]}), &json!({"b": [true], "a": 1.0})));
+/// let big: serde_json::Value = serde_json::from_str("9007199254740993").unwrap();
+/// let near: serde_json::Value = serde_json::from_str("9007199254740992.0").unwrap();
+/// assert!(!same_json(&big, &near));
+/// ```
+pub fn same_json(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Number(left), Value::Number(right)) => same_number(left, right),
+        (Value::Array(left), Value::Array(right)) => {
+            left.len() == right.len() && left.iter().zip(right).all(|(l, r)| same_json(l, r))
+        }
+        (Value::Object(left), Value::Object(right)) => {
+            left.len() == right.len()
+                && left
+                    .iter()
+                    .all(|(key, value)| right.get(key).is_some_and(|other| same_json(value, other)))
+        }
+        _ => left == right,
+    }
+}
+
+/// Exact numeric equality (see [`same_json`]).
+fn same_number(left: &serde_json::Number, right: &serde_json::Number) -> bool {
+    match (integer(left), integer(right)) {
+        (Some(left), Some(right)) => left == right,
+        (Some(whole), None) => right.as_f64().is_some_and(|float| float_is(float, whole)),
+        (None, Some(whole)) => left.as_f64().is_some_and(|float| float_is(float, whole)),
+        (None, None) => matches!((left.as_f64(), right.as_f64()), (Some(l), Some(r)) if l == r),
+    }
+}
+
+/// A JSON integer's exact value.
+fn integer(number: &serde_json::Number) -> Option<i128> {
+    number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from))
+}
+
+/// Whether `float` is exactly the integer `whole`.
+fn float_is(float: f64, whole: i128) -> bool {
+    // Every integral f64 of magnitude below 2^127 converts to i128 exactly;
+    // the range check keeps the cast from saturating.
+    float.fract() == 0.0 && float.abs() < 1.7e38 && float as i128 == whole
+}
+
+/// The related call of an elicitation: the agent's request a reviewer is
+/// shown (contract 0.2's `call.related`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Related {
+    /// This call: the only one in flight on the server, or the one (the
+    /// first, when several are alike) a tool-call approval describes.
+    Call(Arc<UpstreamCall>),
+    /// No call can be named: none in flight, or several and no claim to
+    /// pick one by.
+    Unknown,
+    /// A tool-call approval that describes none of the `in_flight` calls in
+    /// flight on the server (two or more): declined unreviewed.
+    Unmatched {
+        /// How many calls were in flight on the server.
+        in_flight: usize,
+    },
+}
+
+impl Related {
+    /// The call, if one is named.
+    pub fn call(&self) -> Option<&Arc<UpstreamCall>> {
+        match self {
+            Related::Call(call) => Some(call),
+            Related::Unknown | Related::Unmatched { .. } => None,
         }
     }
 }
@@ -265,23 +450,48 @@ impl Calls {
 
     /// Whose request an elicitation `server` sends now can belong to.
     pub fn bind(&self, server: &str) -> Binding {
+        binding(self.lock().get(server).map_or(&[], Vec::as_slice))
+    }
+
+    /// [`Calls::bind`], and the related call (under the same lock): the
+    /// call `sent_under` names, if it is in flight on `server` (then it is
+    /// the binding too); else the one call in flight; with several, the first
+    /// that `claim` describes ([`Claim::describes`]), or
+    /// [`Related::Unmatched`] when it describes none; without a claim,
+    /// [`Related::Unknown`].
+    pub fn bind_claim(
+        &self,
+        server: &str,
+        claim: Option<&Claim>,
+        sent_under: Option<CallKey>,
+    ) -> (Binding, Related) {
         let in_flight = self.lock();
-        let Some(calls) = in_flight.get(server).filter(|calls| !calls.is_empty()) else {
-            return Binding::Unbound;
+        let calls = in_flight.get(server).map_or(&[][..], Vec::as_slice);
+        if let Some(CallKey(key)) = sent_under
+            && let Some((_, call)) = calls.iter().find(|(known, _)| *known == key)
+        {
+            return (Binding::Call(call.clone()), Related::Call(call.clone()));
+        }
+        let related = match (calls, claim) {
+            ([], _) => Related::Unknown,
+            ([(_, call)], _) => Related::Call(call.clone()),
+            (_, None) => Related::Unknown,
+            (_, Some(claim)) => calls.iter().find(|(_, call)| claim.describes(call)).map_or(
+                Related::Unmatched {
+                    in_flight: calls.len(),
+                },
+                |(_, call)| Related::Call(call.clone()),
+            ),
         };
-        if let [(_, call)] = calls.as_slice() {
-            return Binding::Call(call.clone());
-        }
-        let first = calls[0].1.session;
-        if calls.iter().all(|(_, call)| call.session == first) {
-            return Binding::Session(first);
-        }
-        let mut sessions: Vec<SessionId> = calls.iter().map(|(_, call)| call.session).collect();
-        sessions.sort_unstable();
-        sessions.dedup();
-        Binding::Ambiguous {
-            sessions: sessions.len(),
-        }
+        (binding(calls), related)
+    }
+
+    /// Whether `call` (as [`Calls::bind_claim`] named it) is still in
+    /// flight.
+    pub fn is_in_flight(&self, call: &Arc<UpstreamCall>) -> bool {
+        self.lock()
+            .get(&call.server)
+            .is_some_and(|calls| calls.iter().any(|(_, known)| Arc::ptr_eq(known, call)))
     }
 
     /// How many requests `session` has in flight, on all servers.
@@ -307,6 +517,25 @@ fn count_for(in_flight: &InFlight, session: SessionId) -> usize {
         .count()
 }
 
+/// The binding of an elicitation while `calls` are in flight on its server.
+fn binding(calls: &[(u64, Arc<UpstreamCall>)]) -> Binding {
+    let Some((_, first)) = calls.first() else {
+        return Binding::Unbound;
+    };
+    if calls.len() == 1 {
+        return Binding::Call(first.clone());
+    }
+    if calls.iter().all(|(_, call)| call.session == first.session) {
+        return Binding::Session(first.session);
+    }
+    let mut sessions: Vec<SessionId> = calls.iter().map(|(_, call)| call.session).collect();
+    sessions.sort_unstable();
+    sessions.dedup();
+    Binding::Ambiguous {
+        sessions: sessions.len(),
+    }
+}
+
 /// Keeps a call in flight; dropping it (the request finished, failed or was
 /// cancelled) removes it.
 #[derive(Debug)]
@@ -314,6 +543,25 @@ pub struct CallGuard {
     calls: Arc<Calls>,
     server: String,
     key: u64,
+}
+
+impl CallKey {
+    /// The number, for a transport that carries the key within the process.
+    pub(crate) fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The key a transport carried ([`CallKey::get`]).
+    pub(crate) fn from_raw(key: u64) -> CallKey {
+        CallKey(key)
+    }
+}
+
+impl CallGuard {
+    /// The call's key, for [`on_behalf`].
+    pub fn key(&self) -> CallKey {
+        CallKey(self.key)
+    }
 }
 
 impl Drop for CallGuard {
@@ -405,5 +653,166 @@ mod tests {
         assert_eq!(calls.bind("git"), Binding::Unbound);
         assert_eq!(calls.in_flight_for(alice), 0);
         assert!(calls.lock().is_empty());
+    }
+
+    fn approval(tool_name: Value, tool_params: Value) -> Claim {
+        Claim::from_params(&serde_json::json!({"message": "Allow?", "_meta": {
+            "codex_approval_kind": "mcp_tool_call", "tool_name": tool_name, "tool_params": tool_params}}))
+        .expect("a tool-call approval")
+    }
+
+    fn tool_call(session: SessionId, tool: &str, arguments: Value) -> UpstreamCall {
+        UpstreamCall::new(
+            session,
+            CallKind::ToolCall,
+            "git",
+            format!("git__{tool}"),
+            tool,
+        )
+        .with_arguments(Some(arguments))
+    }
+
+    #[test]
+    fn with_several_calls_in_flight_the_claim_names_the_related_call() {
+        let calls = Arc::new(Calls::default());
+        let alice = SessionId::next();
+        let _ls = calls.begin(tool_call(alice, "run", serde_json::json!({"x": "ls"})));
+        let _rm = calls.begin(tool_call(
+            alice,
+            "run",
+            serde_json::json!({"x": "rm -rf /"}),
+        ));
+        let claim = approval("run".into(), serde_json::json!({"x": "rm -rf /"}));
+        let (binding, related) = calls.bind_claim("git", Some(&claim), None);
+        assert_eq!(binding, Binding::Session(alice));
+        assert!(
+            matches!(&related, Related::Call(call) if call.arguments == Some(serde_json::json!({"x": "rm -rf /"}))),
+            "{related:?}"
+        );
+        // A claim that describes neither call is unmatched, not unknown.
+        let lie = approval("run".into(), serde_json::json!({"x": "cat"}));
+        assert_eq!(
+            calls.bind_claim("git", Some(&lie), None).1,
+            Related::Unmatched { in_flight: 2 }
+        );
+        // Nor does a tool name that is not the call's, or not a string.
+        for name in [serde_json::json!("other"), serde_json::json!(["run"])] {
+            let claim = approval(name, serde_json::json!({"x": "ls"}));
+            assert_eq!(
+                calls.bind_claim("git", Some(&claim), None).1,
+                Related::Unmatched { in_flight: 2 }
+            );
+        }
+        // Without a claim nothing picks one.
+        assert_eq!(calls.bind_claim("git", None, None).1, Related::Unknown);
+    }
+
+    #[test]
+    fn a_claim_is_compared_across_sessions_and_only_with_tool_calls() {
+        let calls = Arc::new(Calls::default());
+        let (alice, bob) = (SessionId::next(), SessionId::next());
+        let _read = calls.begin(UpstreamCall::new(
+            alice,
+            CallKind::ResourceRead,
+            "git",
+            "u",
+            "u",
+        ));
+        let _run = calls.begin(tool_call(bob, "run", serde_json::json!({})));
+        // Absent and null arguments are {}; a claim that leaves out a field
+        // does not compare it.
+        let (binding, related) =
+            calls.bind_claim("git", Some(&approval("run".into(), Value::Null)), None);
+        assert_eq!(binding, Binding::Ambiguous { sessions: 2 });
+        assert!(matches!(related, Related::Call(call) if call.session == bob));
+        let claim = Claim {
+            tool_name: Some("u".into()),
+            tool_params: None,
+        };
+        assert_eq!(
+            calls.bind_claim("git", Some(&claim), None).1,
+            Related::Unmatched { in_flight: 2 },
+            "a resource read is no tool call"
+        );
+    }
+
+    #[test]
+    fn one_call_in_flight_is_the_related_call_whatever_the_claim() {
+        // The reviewer compares the claim with it (contract 0.2).
+        let calls = Arc::new(Calls::default());
+        let _only = calls.begin(tool_call(
+            SessionId::next(),
+            "run",
+            serde_json::json!({"x": 1}),
+        ));
+        let lie = approval("run".into(), serde_json::json!({"x": 2}));
+        assert!(matches!(
+            calls.bind_claim("git", Some(&lie), None).1,
+            Related::Call(_)
+        ));
+        assert_eq!(
+            calls.bind_claim("docs", Some(&lie), None).1,
+            Related::Unknown
+        );
+    }
+
+    #[test]
+    fn only_tool_call_approvals_claim_a_call() {
+        let params = |meta: Value| serde_json::json!({"message": "m", "_meta": meta});
+        assert!(Claim::from_params(&params(serde_json::json!({"tool_name": "run"}))).is_none());
+        assert!(
+            Claim::from_params(&params(serde_json::json!({"codex_approval_kind": "other"})))
+                .is_none()
+        );
+        assert_eq!(
+            Claim::from_params(&params(
+                serde_json::json!({"codex_approval_kind": "mcp_tool_call"})
+            )),
+            Some(Claim::default())
+        );
+        assert!(Claim::from_params(&serde_json::json!("m")).is_none());
+    }
+
+    #[test]
+    fn numbers_compare_exactly() {
+        let number = |text: &str| serde_json::from_str::<Value>(text).expect("JSON");
+        let same = |left: &str, right: &str| same_json(&number(left), &number(right));
+        assert!(!same("9007199254740993", "9007199254740992.0"));
+        assert!(!same("9007199254740992.0", "9007199254740993"));
+        assert!(same("9007199254740992", "9007199254740992.0"));
+        assert!(!same("18446744073709551615", "18446744073709551616.0"));
+        assert!(!same("-9223372036854775808", "9223372036854775808"));
+        assert!(same("1", "1.0"));
+        assert!(same("-0", "0"));
+        assert!(same("0.5", "5e-1"));
+        assert!(!same("1.5", "1"));
+        assert!(!same("1e300", "1"));
+        assert!(same("[1, {\"a\": 2}]", "[1.0, {\"a\": 2.0}]"));
+        assert!(!same("[1, 2]", "[2, 1]"));
+        assert!(!same("{\"a\": 1}", "{\"a\": 1, \"b\": 1}"));
+    }
+
+    #[tokio::test]
+    async fn the_call_an_elicitation_was_sent_under_is_its_call_and_session() {
+        let calls = Arc::new(Calls::default());
+        let (alice, bob) = (SessionId::next(), SessionId::next());
+        let first = calls.begin(tool_call(alice, "run", serde_json::json!({"x": "ls"})));
+        let second = calls.begin(tool_call(bob, "run", serde_json::json!({"x": "rm"})));
+        let lie = approval("run".into(), serde_json::json!({"x": "ls"}));
+        // Sent under bob's call, a claim that describes alice's names bob's:
+        // the reviewer compares it with the call it really belongs to.
+        let under = on_behalf(second.key(), async { current_call() }).await;
+        assert_eq!(under, Some(second.key()));
+        let (binding, related) = calls.bind_claim("git", Some(&lie), under);
+        assert!(matches!(&binding, Binding::Call(call) if call.session == bob));
+        assert!(matches!(&related, Related::Call(call) if call.session == bob));
+        // Outside on_behalf nothing is current; a key no longer in flight
+        // falls back to the claim.
+        assert_eq!(current_call(), None);
+        let gone = second.key();
+        drop(second);
+        let (_, related) = calls.bind_claim("git", Some(&lie), Some(gone));
+        assert!(matches!(&related, Related::Call(call) if call.session == alice));
+        drop(first);
     }
 }

@@ -28,6 +28,11 @@ pub struct IncomingElicitation {
     pub cancelled: CancellationToken,
     /// How it arrived.
     pub delivery: Delivery,
+    /// The upstream call the transport says it was sent under, when it says
+    /// (`calls::current_call`: a 2026-07-28 input request arrives inside
+    /// the call the gateway forwarded); `None` leaves the router to bind it
+    /// by what is in flight.
+    pub call: Option<crate::calls::CallKey>,
 }
 
 /// How an elicitation reached the host.

@@ -33,6 +33,7 @@ use serde_json::value::RawValue;
 use sse_stream::Sse;
 
 use super::ELICITATION_METHOD;
+use crate::connection::sent_under::SentUnder;
 
 /// The key the original params travel under.
 pub const RAW_PARAMS_KEY: &str = "gatehouse/raw";
@@ -215,12 +216,24 @@ fn rescue_response(response: StreamableHttpPostResponse) -> StreamableHttpPostRe
 #[derive(Debug, Clone)]
 pub struct RescuingHttpClient<C> {
     inner: C,
+    sent_under: SentUnder,
 }
 
 impl<C> RescuingHttpClient<C> {
     /// Wraps `inner`.
     pub fn new(inner: C) -> Self {
-        RescuingHttpClient { inner }
+        RescuingHttpClient {
+            inner,
+            sent_under: SentUnder::default(),
+        }
+    }
+
+    /// Records in `sent_under` which call each outgoing request was sent
+    /// for, taking the connection's marker out of it first
+    /// (`connection::sent_under`).
+    pub(crate) fn with_sent_under(mut self, sent_under: SentUnder) -> Self {
+        self.sent_under = sent_under;
+        self
     }
 }
 
@@ -230,11 +243,12 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for RescuingHttpClient
     async fn post_message(
         &self,
         uri: Arc<str>,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.sent_under.record(&mut message);
         self.inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await
@@ -244,12 +258,13 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for RescuingHttpClient
     async fn post_message_with_max_sse_event_size(
         &self,
         uri: Arc<str>,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.sent_under.record(&mut message);
         self.inner
             .post_message_with_max_sse_event_size(
                 uri,
@@ -268,12 +283,13 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for RescuingHttpClient
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
-        message: ClientJsonRpcMessage,
+        mut message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.sent_under.record(&mut message);
         self.inner
             .post_message_with_response_limits(
                 uri,

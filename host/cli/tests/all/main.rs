@@ -15,6 +15,7 @@ mod paths;
 mod tool_result;
 
 mod audit;
+mod calls_in_flight;
 mod cli;
 mod codex_parity;
 mod compile_cache;

@@ -18,7 +18,7 @@ use crate::tool_result::result_text as text;
 
 /// A config: demo-server `git`, the model guardian granted `[models.reviewer]`
 /// at `endpoint`.
-fn config(dir: &Path, endpoint: &str, timeout_sec: u32) -> PathBuf {
+pub(crate) fn config(dir: &Path, endpoint: &str, timeout_sec: u32) -> PathBuf {
     let path = dir.join("gatehouse.toml");
     std::fs::write(
         &path,

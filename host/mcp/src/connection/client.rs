@@ -32,6 +32,7 @@ pub(super) struct ClientSide {
     pub(super) hooks: ConnectionHooks,
     pub(super) protocol_version: Arc<std::sync::OnceLock<String>>,
     pub(super) tools_stale: Arc<AtomicBool>,
+    pub(super) sent_under: super::sent_under::SentUnder,
 }
 
 impl ClientSide {
@@ -55,6 +56,12 @@ impl ClientSide {
             params,
             cancelled: context.ct.clone(),
             delivery: self.delivery(),
+            // An input request is fulfilled inside the call that got it, so
+            // the gateway's call is current here; a pushed request's handler
+            // runs in a task of its own, where nothing is, but over HTTP the
+            // stream it came on names the request it was sent under.
+            call: crate::calls::current_call()
+                .or_else(|| self.sent_under.call_for(&context.extensions)),
         }
     }
 

@@ -12,6 +12,7 @@
 //! `client`.
 
 mod client;
+pub(crate) mod sent_under;
 mod streamable_http;
 
 use std::sync::Arc;
@@ -160,6 +161,8 @@ pub struct Connection {
     service: RunningService<RoleClient, ClientSide>,
     protocol_version: String,
     tools_stale: Arc<AtomicBool>,
+    /// The calls this connection's HTTP requests were sent for.
+    sent_under: sent_under::SentUnder,
 }
 
 impl std::fmt::Debug for Connection {
@@ -182,12 +185,14 @@ impl Connection {
         let credentials = credential_fingerprint(&config);
         let protocol_version = Arc::new(std::sync::OnceLock::new());
         let tools_stale = Arc::new(AtomicBool::new(false));
+        let sent_under = sent_under::SentUnder::default();
         let client = ClientSide {
             server: server.clone(),
             lifecycle: config.lifecycle.clone(),
             hooks,
             protocol_version: protocol_version.clone(),
             tools_stale: tools_stale.clone(),
+            sent_under: sent_under.clone(),
         };
         let timeout = config.startup_timeout;
         let lifecycle = match &config.lifecycle {
@@ -207,7 +212,7 @@ impl Connection {
                     .await
             }
             Transport::Http { .. } => {
-                let transport = streamable_http::transport(&config)?;
+                let transport = streamable_http::transport(&config, sent_under.clone())?;
                 tokio::time::timeout(timeout, client.serve_with_lifecycle(transport, lifecycle))
                     .await
             }
@@ -233,6 +238,7 @@ impl Connection {
             service,
             protocol_version: version,
             tools_stale,
+            sent_under,
         })
     }
 
@@ -301,6 +307,7 @@ impl Connection {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
+        let _forget = self.mark(&mut params.meta);
         let timeout = self.config.tool_timeout;
         match tokio::time::timeout(timeout, self.service.call_tool(params)).await {
             Err(_) => Err(ConnectError::ToolTimeout {
@@ -345,12 +352,10 @@ impl Connection {
 
     /// Reads one resource (input requests on the way are elicitations too).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ConnectError> {
-        self.bounded(
-            "resources/read",
-            self.service
-                .read_resource(ReadResourceRequestParams::new(uri.to_owned())),
-        )
-        .await
+        let mut params = ReadResourceRequestParams::new(uri.to_owned());
+        let _forget = self.mark(&mut params.meta);
+        self.bounded("resources/read", self.service.read_resource(params))
+            .await
     }
 
     /// Lists the server's prompts (empty when it declared none).
@@ -372,8 +377,24 @@ impl Connection {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
+        let _forget = self.mark(&mut params.meta);
         self.bounded("prompts/get", self.service.get_prompt(params))
             .await
+    }
+
+    /// Over HTTP, marks a request sent on behalf of a gateway call with the
+    /// call's key, so what the server asks on its response stream is tied to
+    /// that call (`sent_under`); what it recorded is forgotten when the
+    /// returned guard drops.
+    fn mark(&self, meta: &mut Option<rmcp::model::RequestMetaObject>) -> sent_under::Forget {
+        let key = match self.config.transport {
+            Transport::Http { .. } => sent_under::mark(meta),
+            Transport::Stdio { .. } => None,
+        };
+        sent_under::Forget {
+            sent_under: self.sent_under.clone(),
+            key,
+        }
     }
 
     /// Runs a request within the tool timeout, naming it in errors.

@@ -18,6 +18,7 @@ use crate::server_config::{ServerConfig, Transport};
 /// the configuration (or the environment it points at) is wrong.
 pub(super) fn transport(
     config: &ServerConfig,
+    sent_under: super::sent_under::SentUnder,
 ) -> Result<StreamableHttpClientTransport<RescuingHttpClient<reqwest::Client>>, ConnectError> {
     let Transport::Http {
         url,
@@ -71,7 +72,7 @@ pub(super) fn transport(
         .build()
         .map_err(|error| config_error(format!("building the HTTP client: {error}")))?;
     Ok(StreamableHttpClientTransport::with_client(
-        RescuingHttpClient::new(client),
+        RescuingHttpClient::new(client).with_sent_under(sent_under),
         transport_config,
     ))
 }

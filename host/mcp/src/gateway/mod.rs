@@ -179,7 +179,7 @@ impl ServerHandler for Gateway {
             ));
         };
         let arguments = request.arguments.clone().map(serde_json::Value::Object);
-        let _call = self.begin_call(
+        let call = self.begin_call(
             UpstreamCall::new(
                 self.session,
                 CallKind::ToolCall,
@@ -191,11 +191,10 @@ impl ServerHandler for Gateway {
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
             .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
-        match self
+        let called = self
             .runtime
-            .call_tool_in(&snapshot, &request.name, request.arguments)
-            .await
-        {
+            .call_tool_in(&snapshot, &request.name, request.arguments);
+        match crate::calls::on_behalf(call.key(), called).await {
             Ok(result) => Ok(result.into()),
             Err(RuntimeError::UnknownTool(name)) => Err(ErrorData::invalid_params(
                 format!("no tool named `{name}`"),
@@ -239,7 +238,7 @@ impl ServerHandler for Gateway {
             .forwarder
             .resource_target(&snapshot, &request.uri)
             .await?;
-        let _call = self.begin_call(
+        let call = self.begin_call(
             UpstreamCall::new(
                 self.session,
                 CallKind::ResourceRead,
@@ -250,8 +249,8 @@ impl ServerHandler for Gateway {
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
             .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
-        self.forwarder
-            .read_target(&snapshot, &request.uri, &target)
+        let read = self.forwarder.read_target(&snapshot, &request.uri, &target);
+        crate::calls::on_behalf(call.key(), read)
             .await
             .map(Into::into)
     }
@@ -277,7 +276,7 @@ impl ServerHandler for Gateway {
             .forwarder
             .prompt_server(&snapshot, &request.name)
             .await?;
-        let _call = self.begin_call(
+        let call = self.begin_call(
             UpstreamCall::new(
                 self.session,
                 CallKind::PromptGet,
@@ -289,8 +288,14 @@ impl ServerHandler for Gateway {
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
             .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
-        self.forwarder
-            .get_prompt_from(&snapshot, &request.name, &server, &name, request.arguments)
+        let got = self.forwarder.get_prompt_from(
+            &snapshot,
+            &request.name,
+            &server,
+            &name,
+            request.arguments,
+        );
+        crate::calls::on_behalf(call.key(), got)
             .await
             .map(Into::into)
     }

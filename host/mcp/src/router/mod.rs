@@ -17,6 +17,7 @@ mod pending;
 mod person;
 mod policy;
 mod settings;
+mod spend;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,13 +31,16 @@ use serde_json::Value;
 
 pub use pending::{Pending, PendingEntry};
 pub use person::{NoPerson, NotAsked, Person};
-pub use policy::{ROUTER_STEP, STRICT_KEY};
+pub use policy::{ROUTER_STEP, STRICT_KEY, UNMATCHED_HEADLINE};
 pub use settings::{
-    DEFAULT_MAX_IN_FLIGHT_PER_SERVER, Effective, ElicitationSettings, ServerOverrides, Unhandled,
+    DEFAULT_MAX_IN_FLIGHT_PER_SERVER, DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,
+    DEFAULT_MAX_MODEL_REVIEWS_PER_SERVER_PER_MINUTE, Effective, ElicitationSettings,
+    ServerOverrides, Unhandled,
 };
+pub use spend::SERVER_WINDOW;
 
 use crate::audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
-use crate::calls::{Binding, Calls, SessionId};
+use crate::calls::{Binding, Calls, Claim, Related, SessionId, UpstreamCall};
 use crate::handler::{Delivery, ElicitationHandler, IncomingElicitation};
 use gatehouse_core::answer::{Action, ElicitAnswer};
 use gatehouse_core::chain::{Chain, ChainReport, ChainRun, Verdict};
@@ -112,6 +116,9 @@ pub struct Router {
     arrivals: Pending,
     in_flight: AtomicUsize,
     per_server: Mutex<HashMap<String, usize>>,
+    /// Model-reviewed elicitations per call and per server, and the
+    /// verdicts an identical request in the same call reuses.
+    spend: spend::Spend,
     /// Cancelled by [`Router::drain`]: reviews waiting on a model stop
     /// waiting, so they are answered and audited before shutdown.
     shutdown: CancellationToken,
@@ -178,6 +185,7 @@ impl Router {
             arrivals: Pending::default(),
             in_flight: AtomicUsize::new(0),
             per_server: Mutex::new(HashMap::new()),
+            spend: spend::Spend::default(),
             shutdown: CancellationToken::new(),
         }
     }
@@ -208,10 +216,18 @@ impl Router {
         let _ = self.calls.set(calls);
     }
 
-    /// Whose upstream request an elicitation from `server` belongs to, when
-    /// the router has a call registry.
-    fn bind(&self, server: &str) -> Option<Binding> {
-        self.calls.get().map(|calls| calls.bind(server))
+    /// Whose upstream request an elicitation belongs to, and the related
+    /// call, when the router has a call registry ([`Calls::bind_claim`]).
+    fn bind(&self, elicitation: &IncomingElicitation) -> (Option<Binding>, Related) {
+        match self.calls.get() {
+            Some(calls) => {
+                let claim = Claim::from_params(&elicitation.params);
+                let (binding, related) =
+                    calls.bind_claim(&elicitation.server, claim.as_ref(), elicitation.call);
+                (Some(binding), related)
+            }
+            None => (None, Related::Unknown),
+        }
     }
 
     /// Replaces the chain: reviews in flight finish on the old one.
@@ -268,7 +284,7 @@ impl Router {
             Delivery::InputRequest => None,
         };
         let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced);
-        let binding = self.bind(&elicitation.server);
+        let (binding, related) = self.bind(&elicitation);
         let parsed = policy::parse(&elicitation.params, elicitation.delivery);
         let mode = match &parsed {
             Ok(params) => params.elicitation.mode().to_string(),
@@ -286,7 +302,7 @@ impl Router {
                         replaced: arrival.as_ref().map(|(entry, _)| entry.replaced.clone()),
                         binding: binding.as_ref(),
                     };
-                    self.decide(&elicitation, params, tie).await
+                    self.decide(&elicitation, params, tie, &related).await
                 }
             }
         };
@@ -302,10 +318,7 @@ impl Router {
                 .as_ref()
                 .and_then(Binding::session)
                 .map(SessionId::get),
-            turn: match &binding {
-                Some(Binding::Call(call)) => call.turn_id.clone(),
-                _ => None,
-            },
+            turn: related.call().and_then(|call| call.turn_id.clone()),
             mode,
             decided_by: decided.by,
             reason: decided.reason,
@@ -371,14 +384,20 @@ impl Router {
         (slot, (count > limit).then_some(limit))
     }
 
-    /// Decides valid params: where the policy routes them, then the chain,
-    /// the strict review or the person.
+    /// Decides valid params: a tool-call approval that describes none of the
+    /// calls in flight is declined; otherwise where the policy routes them,
+    /// then the chain, the strict review or the person.
     async fn decide(
         &self,
         elicitation: &IncomingElicitation,
         params: ElicitationParams,
         tie: Tie<'_>,
+        related: &Related,
     ) -> Decided {
+        if let Related::Unmatched { in_flight } = related {
+            return Decided::unmatched(*in_flight);
+        }
+        let related = related.call();
         let all = self.settings.load_full();
         let settings = all.for_server(&elicitation.server);
         match policy::route(&settings, &params) {
@@ -387,27 +406,41 @@ impl Router {
                 // The reviewer in force for a strict request is the server's
                 // own setting, else auto_review (`Effective::strict_reviewer`).
                 let strict = settings.for_strict_review();
-                let request =
-                    Arc::new(self.review_request(elicitation, params, &strict, tie.binding));
-                let report = self
-                    .run_chain(&request, &elicitation.cancelled, tie.replaced.as_ref())
-                    .await;
-                policy::strict(&report)
+                let request = Arc::new(self.review_request(
+                    elicitation,
+                    params,
+                    &strict,
+                    tie.binding,
+                    related,
+                ));
+                self.review(&all, elicitation, &request, &tie, related, policy::strict)
+                    .await
+                    .unwrap_or_else(|decided| decided)
             }
             Route::Person { why } => {
-                let request = self.review_request(elicitation, params, &settings, tie.binding);
+                let request =
+                    self.review_request(elicitation, params, &settings, tie.binding, related);
                 self.ask_person(&all, elicitation, &request, tie, Vec::new(), why)
                     .await
             }
             Route::Chain => {
-                let request =
-                    Arc::new(self.review_request(elicitation, params, &settings, tie.binding));
-                let report = self
-                    .run_chain(&request, &elicitation.cancelled, tie.replaced.as_ref())
-                    .await;
-                match policy::after_chain(&report) {
-                    AfterChain::Answered(decided) => decided,
-                    AfterChain::Deferred { steps, why } => {
+                let request = Arc::new(self.review_request(
+                    elicitation,
+                    params,
+                    &settings,
+                    tie.binding,
+                    related,
+                ));
+                let after = |report: &ChainReport| match policy::after_chain(report) {
+                    AfterChain::Answered(decided) => Ok(decided),
+                    AfterChain::Deferred { steps, why } => Err((steps, why)),
+                };
+                match self
+                    .review(&all, elicitation, &request, &tie, related, after)
+                    .await
+                {
+                    Ok(Ok(decided)) | Err(decided) => decided,
+                    Ok(Err((steps, why))) => {
                         self.ask_person(&all, elicitation, &request, tie, steps, why)
                             .await
                     }
@@ -416,16 +449,74 @@ impl Router {
         }
     }
 
+    /// Runs the chain on `request` and reads its report with `read`; or,
+    /// as `Err`, what decided without it: the verdict on an identical request
+    /// earlier in the same related call, or a bound on model spend. A
+    /// verdict the chain reached with a model's help is remembered for the
+    /// rest of the related call.
+    async fn review<T>(
+        &self,
+        settings: &ElicitationSettings,
+        elicitation: &IncomingElicitation,
+        request: &Arc<ReviewRequest>,
+        tie: &Tie<'_>,
+        related: Option<&Arc<UpstreamCall>>,
+        read: impl FnOnce(&ChainReport) -> T,
+    ) -> Result<T, Decided>
+    where
+        T: AsDecided,
+    {
+        let digest = related.map(|call| (call, spend::request_digest(&elicitation.params)));
+        if let Some((call, digest)) = &digest
+            && let Some(reused) = self.spend.reused(call, digest)
+        {
+            return Err(Decided::new(
+                reused.answer,
+                reused.by,
+                format!(
+                    "the verdict on an identical request earlier in this agent call, reused \
+                     without asking again: {}",
+                    reused.reason
+                ),
+            ));
+        }
+        let ran = self
+            .run_chain(
+                request,
+                &elicitation.cancelled,
+                tie.replaced.as_ref(),
+                related,
+                settings,
+            )
+            .await?;
+        let read = read(&ran.report);
+        if ran.asked_model
+            && let Some((call, digest)) = digest
+            && let Some(decided) = read.as_decided()
+            && let Ok(answer) = &decided.answer
+        {
+            let verdict = spend::Reusable {
+                answer: answer.clone(),
+                by: decided.by,
+                reason: decided.reason.clone(),
+            };
+            self.spend
+                .remember(call, digest, verdict, self.calls.get().map(Arc::as_ref));
+        }
+        Ok(read)
+    }
+
     /// The review request for valid params: the server's context under the
-    /// settings in force, with the catalog entry of the tool it names, and
-    /// what the binding ties it to: the upstream session, and when exactly
-    /// one request is in flight, that related call and its turn.
+    /// settings in force, with the catalog entry of the tool it names, the
+    /// upstream session the binding ties it to, and the related call and its
+    /// turn.
     fn review_request(
         &self,
         elicitation: &IncomingElicitation,
         params: ElicitationParams,
         settings: &Effective,
         binding: Option<&Binding>,
+        related: Option<&Arc<UpstreamCall>>,
     ) -> ReviewRequest {
         let request_id = serde_json::to_value(&elicitation.request_id)
             .ok()
@@ -445,10 +536,10 @@ impl Router {
         context.auto_approve_prompts = settings.auto_approve_prompts;
         if let Some(binding) = binding {
             context.session_id = binding.session().map(|session| session.to_string());
-            if let Binding::Call(call) = binding {
-                context.turn_id = call.turn_id.clone();
-                context = context.with_related_call(call.related_call());
-            }
+        }
+        if let Some(call) = related {
+            context.turn_id = call.turn_id.clone();
+            context = context.with_related_call(call.related_call());
         }
         ReviewRequest::new(params, context)
     }
@@ -461,13 +552,20 @@ impl Router {
     /// still ends and is audited. A stretch the watchdog gives up on is
     /// cancelled too, so its thread stops asking the model, and the steps
     /// before it stay in the report.
+    ///
+    /// Before the first stretch that asks a model, the elicitation is counted
+    /// against the bounds on model spend (`spend`); past one, `Err` declines
+    /// it with the steps so far, and no model is asked.
     async fn run_chain(
         &self,
         request: &Arc<ReviewRequest>,
         cancelled: &CancellationToken,
         replaced: Option<&CancellationToken>,
-    ) -> ChainReport {
+        related: Option<&Arc<UpstreamCall>>,
+        settings: &ElicitationSettings,
+    ) -> Result<ChainRan, Decided> {
         let server = request.context().server_name.clone();
+        let mut asked_model = false;
         let cancel = Cancel::new();
         let mut run = ChainRun::new(self.chain.load_full());
         let replaced = replaced.cloned().unwrap_or_default();
@@ -484,6 +582,23 @@ impl Router {
         };
         tokio::pin!(on_cancel);
         while let Some(asks_model) = run.next_asks_model() {
+            if asks_model && !asked_model {
+                let admitted = self.spend.admit(
+                    &server,
+                    related,
+                    settings.spend_limits(),
+                    Instant::now(),
+                    self.calls.get().map(Arc::as_ref),
+                );
+                if let Err(why) = admitted {
+                    let so_far = ChainReport {
+                        steps: run.steps().to_vec(),
+                        verdict: Verdict::Deferred,
+                    };
+                    return Err(Decided::spend_refused(why, policy::audit_steps(&so_far)));
+                }
+                asked_model = true;
+            }
             let pool = if asks_model {
                 &self.model_reviews
             } else {
@@ -516,17 +631,24 @@ impl Router {
                 Ok(run) => run,
                 Err(failure) => {
                     cancel.cancel();
-                    return ChainReport {
+                    let report = ChainReport {
                         verdict: Verdict::Failed {
                             step: finished.len(),
                             failure,
                         },
                         steps: finished,
                     };
+                    return Ok(ChainRan {
+                        report,
+                        asked_model,
+                    });
                 }
             };
         }
-        run.finish()
+        Ok(ChainRan {
+            report: run.finish(),
+            asked_model,
+        })
     }
 
     /// Puts the elicitation to the person (`person::ask`), registered in
@@ -548,6 +670,29 @@ impl Router {
             why,
         };
         person::ask(&*self.person, &self.pending, settings, question).await
+    }
+}
+
+/// A chain's report, and whether any of its stretches asked a model.
+struct ChainRan {
+    report: ChainReport,
+    asked_model: bool,
+}
+
+/// What a reading of a chain's report decided, if it decided.
+trait AsDecided {
+    fn as_decided(&self) -> Option<&Decided>;
+}
+
+impl AsDecided for Decided {
+    fn as_decided(&self) -> Option<&Decided> {
+        Some(self)
+    }
+}
+
+impl<E> AsDecided for Result<Decided, E> {
+    fn as_decided(&self) -> Option<&Decided> {
+        self.as_ref().ok()
     }
 }
 

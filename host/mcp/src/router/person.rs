@@ -252,6 +252,7 @@ mod tests {
             params: json!({}),
             cancelled: CancellationToken::new(),
             delivery: Delivery::Request,
+            call: None,
         }
     }
 

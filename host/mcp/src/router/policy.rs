@@ -60,6 +60,12 @@ pub const STRICT_KEY: &str = gatehouse_core::answer::STRICT_AUTO_REVIEW_KEY;
 /// The module name of an audit step the router wrote itself.
 pub const ROUTER_STEP: &str = "gatehouse:router";
 
+/// The first line of the message of [`Decided::unmatched`].
+pub const UNMATCHED_HEADLINE: &str =
+    "This approval request was declined because it does not match any call the agent made.";
+/// The instructions after [`Decided::unmatched`]'s reason.
+const UNMATCHED_INSTRUCTIONS: &str = "Do not retry the action through another route. Tell the user that the server asked to approve something other than what was called, and wait for their instructions.";
+
 /// How one elicitation was decided: the answer (or the JSON-RPC error) and
 /// what its audit line says about it.
 #[derive(Debug)]
@@ -95,6 +101,42 @@ impl Decided {
                 "too many elicitations in flight from this server (max_in_flight_per_server = {limit})"
             ),
         )
+    }
+
+    /// A tool-call approval that describes none of the `in_flight` calls in
+    /// flight on its server (`Related::Unmatched`): declined unreviewed, with
+    /// a message for the agent, so that a second call in flight never
+    /// switches off the comparison of claim and call.
+    pub(super) fn unmatched(in_flight: usize) -> Self {
+        let finding = format!(
+            "the approval request's tool_name and tool_params describe none of the {in_flight} \
+             calls in flight on this server"
+        );
+        let message = format!("{UNMATCHED_HEADLINE}\nReason: {finding}\n{UNMATCHED_INSTRUCTIONS}");
+        let answer = ElicitAnswer::automated(&Decision::Decline {
+            message: Some(message),
+        })
+        .unwrap_or_else(ElicitAnswer::plain_decline);
+        Decided::new(answer, DecidedBy::Policy, finding)
+    }
+
+    /// A model-reviewed elicitation past a bound on model spend (`why` names
+    /// it): declined before the model is asked, with the steps that ran.
+    pub(super) fn spend_refused(why: String, steps: Vec<AuditStep>) -> Self {
+        let message = format!(
+            "Automatic approval review was not run: {why}. Do not retry the action through \
+             another route; ask the user for explicit approval."
+        );
+        let answer = ElicitAnswer::automated(&Decision::Decline {
+            message: Some(message),
+        })
+        .unwrap_or_else(ElicitAnswer::plain_decline);
+        Decided {
+            answer: Ok(answer),
+            by: DecidedBy::Policy,
+            reason: format!("model review refused: {why}"),
+            steps,
+        }
     }
 
     /// A pushed request reused the id of one still in flight: the later is

@@ -9,6 +9,8 @@
 //! on_unhandled = "decline"          # what no module and no person decided: decline | cancel
 //! person_timeout_sec = 300          # then the elicitation is cancelled
 //! max_in_flight_per_server = 256    # more at once from one server are declined at once
+//! max_model_reviews_per_call = 4    # model-reviewed elicitations one agent call may cause
+//! max_model_reviews_per_server_per_minute = 60
 //! audit_log = "gatehouse-audit.jsonl"
 //! audit_sync = "batch"              # always | batch | never: when records are fdatasynced
 //!
@@ -73,6 +75,16 @@ pub struct ElicitationSettings {
     /// audited. Bounds the memory a flooding server can take and keeps it
     /// from starving the others.
     pub max_in_flight_per_server: usize,
+    /// How many elicitations tied to one agent call may be reviewed by a
+    /// module granted a model; past that they are declined before the model
+    /// is asked, and audited with the bound. An identical request later in
+    /// the same call reuses the earlier verdict and counts nothing. `0`: no
+    /// elicitation tied to a call reaches a model.
+    pub max_model_reviews_per_call: usize,
+    /// How many elicitations of one server may be reviewed by a module
+    /// granted a model in any 60 seconds; past that they are declined before
+    /// the model is asked, and audited with the bound.
+    pub max_model_reviews_per_server_per_minute: usize,
     /// Overrides by server name.
     pub servers: BTreeMap<String, ServerOverrides>,
     /// The audit log file, relative to the config file (default
@@ -94,6 +106,9 @@ impl Default for ElicitationSettings {
             on_unhandled: Unhandled::Decline,
             person_timeout_sec: 300.0,
             max_in_flight_per_server: DEFAULT_MAX_IN_FLIGHT_PER_SERVER,
+            max_model_reviews_per_call: DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,
+            max_model_reviews_per_server_per_minute:
+                DEFAULT_MAX_MODEL_REVIEWS_PER_SERVER_PER_MINUTE,
             servers: BTreeMap::new(),
             audit_log: None,
             audit_sync: crate::audit::AuditSync::default(),
@@ -103,6 +118,17 @@ impl Default for ElicitationSettings {
 
 /// The default of `max_in_flight_per_server`.
 pub const DEFAULT_MAX_IN_FLIGHT_PER_SERVER: usize = 256;
+
+/// The default of `max_model_reviews_per_call`: an agent's tool call asks
+/// for one approval, rarely a few; four leaves room for those and stops a
+/// server that asks again and again under one call.
+pub const DEFAULT_MAX_MODEL_REVIEWS_PER_CALL: usize = 4;
+
+/// The default of `max_model_reviews_per_server_per_minute`: one model
+/// review a second, sustained, is more than a person's agent makes calls
+/// that need approval, and at most 60 model requests' worth of tokens a
+/// minute for a server that floods.
+pub const DEFAULT_MAX_MODEL_REVIEWS_PER_SERVER_PER_MINUTE: usize = 60;
 
 /// The settings in force for one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +178,14 @@ impl Effective {
 }
 
 impl ElicitationSettings {
+    /// The bounds on model-reviewed elicitations.
+    pub(super) fn spend_limits(&self) -> super::spend::SpendLimits {
+        super::spend::SpendLimits {
+            per_call: self.max_model_reviews_per_call,
+            per_server_per_minute: self.max_model_reviews_per_server_per_minute,
+        }
+    }
+
     /// The settings for `server`, overrides applied.
     pub fn for_server(&self, server: &str) -> Effective {
         let overrides = self.servers.get(server).cloned().unwrap_or_default();
