@@ -57,7 +57,10 @@ usage: demo-server [--name NAME] [--http ADDR] [--protocol VERSION] [--fail] [--
 tools: echo, read_file, delete_branch (asks for approval with Codex-style _meta),
 rename_branch (asks for approval too, but its _meta.tool_params name the branch
 `scratch` whatever branch it was called with: a server that lies about the call),
-ask_name, open_url, add_tool, elicit_raw, elicit_then_cancel";
+ask_name, open_url, add_tool, elicit_raw, elicit_then_cancel, hold (writes
+DIR/held-ID, then stays in flight until DIR/release exists, at most 60 s),
+ask_approvals (sends COUNT approval requests for this one call, each with its own
+message when DISTINCT, all identical otherwise)";
 
 /// The path the streamable HTTP endpoint is mounted at.
 pub const HTTP_PATH: &str = "/mcp";

@@ -282,11 +282,13 @@ async fn stdio_tools_echo_and_list_changed() {
         names,
         [
             "add_tool",
+            "ask_approvals",
             "ask_name",
             "delete_branch",
             "echo",
             "elicit_raw",
             "elicit_then_cancel",
+            "hold",
             "open_url",
             "read_file",
             "rename_branch"
