@@ -44,6 +44,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use gatehouse_json_match::same_json;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -755,8 +756,9 @@ fn read_answer(text: &str) -> Result<Answer, ParseError> {
 /// - `meta_tool_name` is the raw `_meta.tool_name` (untrimmed): it must equal
 ///   the server-side tool name exactly. Absent: nothing claimed, no finding.
 /// - `meta_tool_params`, when present, must be JSON-equal to the call's
-///   arguments: objects compare without regard to key order, arrays in order,
-///   strings exactly, numbers by value (`1` equals `1.0`). Absent or `null`
+///   arguments ([`same_json`]: objects without regard to key order, arrays in
+///   order, strings exactly, integers exactly and never through `f64`, so
+///   `9007199254740992.0` is not `9007199254740993`). Absent or `null`
 ///   on either side counts as `{}`, so a call without arguments matches
 ///   `tool_params: {}`. Arguments that are not JSON cannot match.
 pub fn call_mismatch(
@@ -823,31 +825,6 @@ pub fn call_mismatch_in_meta(meta: Option<&str>, related: &RelatedCall<'_>) -> O
         Some(_) => return Some("the approval request's tool_name is not a string".to_owned()),
     };
     call_mismatch(tool_name, meta.get(TOOL_PARAMS_KEY), related)
-}
-
-/// JSON equality with numbers compared by value.
-fn same_json(left: &Value, right: &Value) -> bool {
-    match (left, right) {
-        (Value::Number(left), Value::Number(right)) => {
-            if let (Some(left), Some(right)) = (left.as_i64(), right.as_i64()) {
-                left == right
-            } else if let (Some(left), Some(right)) = (left.as_u64(), right.as_u64()) {
-                left == right
-            } else {
-                matches!((left.as_f64(), right.as_f64()), (Some(left), Some(right)) if left == right)
-            }
-        }
-        (Value::Array(left), Value::Array(right)) => {
-            left.len() == right.len() && left.iter().zip(right).all(|(l, r)| same_json(l, r))
-        }
-        (Value::Object(left), Value::Object(right)) => {
-            left.len() == right.len()
-                && left
-                    .iter()
-                    .all(|(key, value)| right.get(key).is_some_and(|other| same_json(value, other)))
-        }
-        _ => left == right,
-    }
 }
 
 /// The verdict on a [`call_mismatch`] finding: decline at high risk, with a

@@ -804,6 +804,19 @@ fn equal_parameters_in_another_key_order_are_no_mismatch() {
 }
 
 #[test]
+fn integers_past_two_to_the_53_compare_exactly() {
+    // 2^53 + 1 has no f64 of its own: through f64 it equals 2^53.
+    let call = tool_call("transfer", Some(r#"{"amount":9007199254740993}"#));
+    let claimed: Value = serde_json::from_str(r#"{"amount":9007199254740992.0}"#).unwrap();
+    assert!(call_mismatch(Some("transfer"), Some(&claimed), &call).is_some());
+    let call = tool_call("transfer", Some(r#"{"amount":9007199254740992.0}"#));
+    let claimed: Value = serde_json::from_str(r#"{"amount":9007199254740993}"#).unwrap();
+    assert!(call_mismatch(Some("transfer"), Some(&claimed), &call).is_some());
+    let claimed: Value = serde_json::from_str(r#"{"amount":9007199254740992}"#).unwrap();
+    assert_eq!(call_mismatch(Some("transfer"), Some(&claimed), &call), None);
+}
+
+#[test]
 fn absent_empty_and_null_arguments_agree() {
     for arguments in [None, Some("{}"), Some("null"), Some(" {} ")] {
         let call = tool_call("read_file", arguments);
