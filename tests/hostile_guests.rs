@@ -12,12 +12,26 @@ use gatehouse_core::outcome::Decision;
 use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 use gatehouse_tests::{approval_request, load, sandbox};
 
-/// The resident set of this process, in bytes (Linux).
-fn rss_bytes() -> Option<u64> {
+/// One field of this process's `/proc/self/status`, in bytes (Linux).
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// The resident set of this process, in bytes (Linux).
+fn rss_bytes() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// The tests here measure this process's memory: they run one at a time, so
+/// that one's memory bomb never lands in another's measurement.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The guardian accepting: a normal review, to run after each failure.
@@ -39,6 +53,7 @@ const HOSTILE: &[(&str, &str, &str)] = &[
     ("test_guest_poll_forever", "{}", "deadline"),
     ("test_guest_stdin_block", "{}", "deadline"),
     ("test_guest_random_flood", "{}", "trap"),
+    ("test_guest_handle_flood", "{}", "handles"),
     ("test_guest_grow_memory", "{}", "memory"),
     ("test_guest_deep_recursion", "{}", "stack-overflow"),
     ("test_guest_trap", "{}", "trap"),
@@ -59,6 +74,7 @@ fn review_once(module: &ReviewerModule, config: &str) -> (String, Duration) {
 
 #[test]
 fn each_hostile_guest_fails_closed_with_its_reason_within_its_limit() {
+    let _serial = serial();
     let limits = Limits::default();
     let sandbox = sandbox();
     for (name, config, expected) in HOSTILE {
@@ -81,6 +97,7 @@ fn each_hostile_guest_fails_closed_with_its_reason_within_its_limit() {
 
 #[test]
 fn files_environment_arguments_and_sockets_are_out_of_reach() {
+    let _serial = serial();
     // The guest tries /etc/passwd and its own directory, lists `/` and `.`,
     // reads the environment and arguments, opens a TCP connection and binds
     // a UDP socket; it reports what worked. Only the clock does.
@@ -96,6 +113,7 @@ fn files_environment_arguments_and_sockets_are_out_of_reach() {
 
 #[test]
 fn table_growth_hits_the_table_cap() {
+    let _serial = serial();
     let sandbox = sandbox();
     let bytes = gatehouse_tests::table_bomb_component();
     let module = sandbox
@@ -118,6 +136,7 @@ fn table_growth_hits_the_table_cap() {
 
 #[test]
 fn a_huge_claims_list_from_describe_is_refused_not_copied() {
+    let _serial = serial();
     let sandbox = sandbox();
     let module = load(&sandbox, "test_guest_huge_list");
     let failure = module.describe().expect_err("100,000 claims are refused");
@@ -127,6 +146,7 @@ fn a_huge_claims_list_from_describe_is_refused_not_copied() {
 
 #[test]
 fn a_chain_with_a_hostile_guest_answers_decline() {
+    let _serial = serial();
     let sandbox = sandbox();
     for (name, config, _) in HOSTILE {
         let chain = Chain::new(vec![
@@ -146,6 +166,7 @@ fn a_chain_with_a_hostile_guest_answers_decline() {
 
 #[test]
 fn host_memory_returns_to_its_baseline_after_hostile_guests() {
+    let _serial = serial();
     const ROUNDS: usize = 20;
     let sandbox = sandbox();
     let modules: Vec<(std::sync::Arc<ReviewerModule>, &str)> = HOSTILE
@@ -183,5 +204,91 @@ fn host_memory_returns_to_its_baseline_after_hostile_guests() {
             growth < 64 << 20,
             "RSS grew by {growth} bytes over {ROUNDS} rounds of hostile guests"
         );
+    }
+}
+
+/// The environment variable that makes [`handle_flood_peak_probe`] run: it
+/// measures this process's peak memory, so it runs in a process of its own.
+const PROBE: &str = "GATEHOUSE_HANDLE_FLOOD_PROBE";
+
+/// What the probe prints before its measurement.
+const PROBE_LINE: &str = "handle-flood peak growth bytes: ";
+
+#[test]
+fn a_handle_flood_stops_at_the_handle_cap_and_costs_the_host_little() {
+    let _serial = serial();
+    let limits = Limits::default();
+    let sandbox = sandbox();
+    let module = load(&sandbox, "test_guest_handle_flood");
+    let report = module.review("{}", &approval_request());
+    assert_eq!(
+        report.result.map(|outcome| outcome.decision),
+        Err(gatehouse_core::failure::ReviewFailure::Handles {
+            limit: limits.handles()
+        })
+    );
+    assert_next_review_is_normal(&sandbox);
+
+    // The host memory one flooding review holds, measured in a fresh
+    // process: in this one, earlier reviews left freed memory in the
+    // allocator that the flood would reuse unseen.
+    let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "handle_flood_peak_probe",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(PROBE, "1")
+        .output()
+        .expect("the probe runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let Some(growth) = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(PROBE_LINE))
+    else {
+        // No /proc/self/clear_refs (not Linux): nothing measured.
+        println!("handle-flood: peak RSS not measurable here");
+        return;
+    };
+    let growth: u64 = growth.trim().parse().expect("a number of bytes");
+    println!(
+        "handle-flood: one review raised the peak RSS by {:.2} MiB ({} handles)",
+        growth as f64 / 1048576.0,
+        limits.handles()
+    );
+    // wasmtime's default cap (100,000 entries) let this guest pin about
+    // 25 MB of host memory per review; at the 4,096-handle cap it is about
+    // 1 MiB, plus the guest's own pages.
+    assert!(
+        growth < 8 << 20,
+        "one handle-flooding review raised the peak RSS by {growth} bytes"
+    );
+}
+
+/// Run by the test above in a process of its own: the growth of the peak
+/// RSS over one handle-flooding review, after a normal review has warmed the
+/// sandbox.
+#[test]
+#[ignore = "a probe run in its own process by a_handle_flood_stops_at_the_handle_cap_and_costs_the_host_little"]
+fn handle_flood_peak_probe() {
+    if std::env::var_os(PROBE).is_none() {
+        return;
+    }
+    let sandbox = sandbox();
+    let module = load(&sandbox, "test_guest_handle_flood");
+    assert_next_review_is_normal(&sandbox);
+    // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
+    if std::fs::write("/proc/self/clear_refs", "5").is_err() {
+        return;
+    }
+    let Some(before) = status_bytes("VmHWM:") else {
+        return;
+    };
+    let report = module.review("{}", &approval_request());
+    assert!(report.result.is_err(), "the flood was stopped");
+    if let Some(peak) = status_bytes("VmHWM:") {
+        println!("{PROBE_LINE}{}", peak.saturating_sub(before));
     }
 }

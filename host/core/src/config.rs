@@ -120,6 +120,8 @@ pub struct LimitsConfig {
     pub memory_bytes: Option<usize>,
     /// Table element cap.
     pub table_elements: Option<usize>,
+    /// Host resources (handles) one review may hold at once (default 4,096).
+    pub handles: Option<usize>,
     /// Cap on the text an outcome carries, in bytes.
     pub output_bytes: Option<usize>,
     /// Wasm stack cap, in bytes.
@@ -154,6 +156,9 @@ impl LimitsConfig {
         }
         if let Some(elements) = self.table_elements {
             builder = builder.table_elements(elements);
+        }
+        if let Some(handles) = self.handles {
+            builder = builder.handles(handles);
         }
         if let Some(bytes) = self.output_bytes {
             builder = builder.output_bytes(bytes);

@@ -23,6 +23,13 @@ pub enum ReviewFailure {
         /// The cap in elements.
         limit: usize,
     },
+    /// The module held more host resources (WASI pollables, streams, ...)
+    /// at once than the cap ([`Limits::handles`](crate::sandbox::Limits::handles)).
+    #[error("held more than the {limit}-handle cap of host resources at once")]
+    Handles {
+        /// The cap in handles.
+        limit: usize,
+    },
     /// The module exhausted its wasm stack.
     #[error("overflowed its wasm stack")]
     StackOverflow,
@@ -68,6 +75,7 @@ impl ReviewFailure {
             ReviewFailure::Deadline(_) => "deadline",
             ReviewFailure::Memory { .. } => "memory",
             ReviewFailure::Table { .. } => "table",
+            ReviewFailure::Handles { .. } => "handles",
             ReviewFailure::StackOverflow => "stack-overflow",
             ReviewFailure::Trap(_) => "trap",
             ReviewFailure::OutputTooLarge { .. } => "output-too-large",

@@ -22,6 +22,7 @@ pub struct Limits {
     room_memory_bytes: usize,
     room_core_instances: u32,
     table_elements: usize,
+    handles: usize,
     output_bytes: usize,
     wasm_stack_bytes: usize,
     log_entries: usize,
@@ -41,6 +42,7 @@ impl Default for Limits {
             room_memory_bytes: 0,
             room_core_instances: 0,
             table_elements: 10_000,
+            handles: 4_096,
             output_bytes: 64 << 10,
             wasm_stack_bytes: 512 << 10,
             log_entries: 64,
@@ -55,7 +57,8 @@ impl Default for Limits {
 
 impl Limits {
     /// A builder starting from the defaults: 50 ms deadline, 16 MiB memory,
-    /// 32 core instances per module, 10,000 table elements, 64 KiB output, 512 KiB wasm stack, 64 log
+    /// 32 core instances per module, 10,000 table elements, 4,096 handles,
+    /// 64 KiB output, 512 KiB wasm stack, 64 log
     /// entries and 16 KiB of log text per review, 4 KiB of captured stderr, 64
     /// reviews in flight and 16 more waiting on a model, 1 ms between
     /// interruptions of an overdue review.
@@ -127,6 +130,16 @@ impl Limits {
     /// The most elements a table may hold.
     pub fn table_elements(&self) -> usize {
         self.table_elements
+    }
+    /// The most host resources (WASI pollables, streams, the model's and the
+    /// call's handles) one review may hold at once. Each lives in host
+    /// memory, outside the guest's memory cap (a pollable costs some 250
+    /// bytes), so this bounds what a guest can make the host allocate: at
+    /// the default 4,096, about 1 MiB per review. A reviewer needs a handful;
+    /// wasmtime's own default of 100,000 let a guest pin some 25 MB. A guest
+    /// past the cap fails with [`ReviewFailure::Handles`](crate::failure::ReviewFailure::Handles).
+    pub fn handles(&self) -> usize {
+        self.handles
     }
     /// The most bytes of text an outcome may carry.
     pub fn output_bytes(&self) -> usize {
@@ -211,6 +224,12 @@ impl LimitsBuilder {
     /// The most elements a table may hold.
     pub fn table_elements(mut self, elements: usize) -> Self {
         self.0.table_elements = elements;
+        self
+    }
+    /// The most host resources one review may hold at once (at least 16:
+    /// WASI's stdio and clocks need a few).
+    pub fn handles(mut self, handles: usize) -> Self {
+        self.0.handles = handles.max(16);
         self
     }
     /// The most bytes of text an outcome may carry.

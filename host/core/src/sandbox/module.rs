@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, TypedFunc};
+use wasmtime::component::{
+    ComponentExportIndex, Instance, InstancePre, ResourceTableError, TypedFunc,
+};
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::Shared;
@@ -483,6 +485,11 @@ impl ReviewerModule {
         if text.contains(HOSTCALL_FUEL_EXHAUSTED) {
             return ReviewFailure::OutputTooLarge {
                 limit: limits.output_bytes().max(limits.log_bytes()),
+            };
+        }
+        if let Some(ResourceTableError::Full) = error.downcast_ref::<ResourceTableError>() {
+            return ReviewFailure::Handles {
+                limit: limits.handles(),
             };
         }
         if let Some(denied) = error.downcast_ref::<DeniedCall>() {

@@ -138,9 +138,11 @@ impl ReviewState {
     /// A closed context: no files, no environment, no arguments, no network;
     /// stdin empty, stdout discarded, stderr captured up to its cap.
     pub(crate) fn new(module: Arc<str>, limits: &Limits, deadline: Deadline) -> Self {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.handles());
         ReviewState {
             wasi: None,
-            table: ResourceTable::new(),
+            table,
             stderr_bytes: limits.stderr_bytes(),
             limiter: Limiter {
                 memory_bytes: limits.memory_bytes(),
