@@ -77,6 +77,7 @@ pub mod escape;
 pub mod failure;
 pub mod inspect;
 pub mod model;
+pub mod model_budget;
 pub mod outcome;
 pub mod private_fs;
 pub mod request;

@@ -32,7 +32,7 @@
 //! }
 //! let grant = ModelGrant::new("review", Arc::new(AlwaysAllow)).with_timeout(Duration::from_secs(5));
 //! let request = CompletionRequest::new(vec![Message::user("Is `ls` safe?")]);
-//! let reply = grant.model().complete(&request, Instant::now() + grant.timeout(), &Cancel::new());
+//! let reply = grant.complete(&request, Instant::now() + grant.timeout(), &Cancel::new());
 //! assert_eq!(reply.result.unwrap().text, r#"{"outcome":"allow"}"#);
 //! ```
 
@@ -42,6 +42,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use crate::model_budget::{BudgetLedger, ModelBudget};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -181,6 +183,10 @@ pub enum ModelError {
     /// refusal); trying again would not help.
     #[error("the model provider rejected the request: {0}")]
     Rejected(String),
+    /// The model's budget ([`ModelGrant::with_budget`]) is spent for now; the
+    /// text names the limit. No request was sent.
+    #[error("the model's budget is spent: {0}")]
+    OverBudget(String),
 }
 
 impl ModelError {
@@ -193,6 +199,7 @@ impl ModelError {
             ModelError::RateLimited(_) => "rate-limited",
             ModelError::Transient(_) => "transient",
             ModelError::Rejected(_) => "rejected",
+            ModelError::OverBudget(_) => "over-budget",
         }
     }
 }
@@ -254,6 +261,7 @@ pub struct ModelGrant {
     model: Arc<dyn Model>,
     timeout: Duration,
     audit_prompts: bool,
+    budget: Option<Arc<BudgetLedger>>,
 }
 
 impl fmt::Debug for ModelGrant {
@@ -275,6 +283,7 @@ impl ModelGrant {
             model,
             timeout: DEFAULT_MODEL_TIMEOUT,
             audit_prompts: false,
+            budget: None,
         }
     }
 
@@ -289,6 +298,58 @@ impl ModelGrant {
     pub fn with_audit_prompts(mut self, audit_prompts: bool) -> Self {
         self.audit_prompts = audit_prompts;
         self
+    }
+
+    /// Bounds what the model may spend: calls past `budget` are answered
+    /// [`ModelError::OverBudget`] without being sent. The budget is the
+    /// model's, shared by every clone of this grant (every module granted the
+    /// model); a grant made without one spends without bound, so a host should
+    /// give every grant one (`gatehouse` gives each `[models.NAME]` its
+    /// `budget`, 600 calls and 2,000,000 tokens an hour by default).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::{Duration, Instant};
+    /// # use gatehouse_core::model::*;
+    /// # use gatehouse_core::model_budget::ModelBudget;
+    /// # struct Echo;
+    /// # impl Model for Echo {
+    /// #     fn complete(&self, _: &CompletionRequest, _: Instant, _: &Cancel) -> ModelReply {
+    /// #         ModelReply::answered(Completion::text("echo", "{}"))
+    /// #     }
+    /// # }
+    /// let grant = ModelGrant::new("review", Arc::new(Echo))
+    ///     .with_budget(ModelBudget::new(100, 200_000, Duration::from_secs(600)));
+    /// assert_eq!(grant.budget().map(|budget| budget.calls()), Some(100));
+    /// ```
+    pub fn with_budget(mut self, budget: ModelBudget) -> Self {
+        self.budget = Some(Arc::new(BudgetLedger::new(budget)));
+        self
+    }
+
+    /// The budget, if the grant has one.
+    pub fn budget(&self) -> Option<ModelBudget> {
+        self.budget.as_ref().map(|ledger| ledger.budget())
+    }
+
+    /// Asks the model within the grant's budget: a call the budget refuses
+    /// is answered [`ModelError::OverBudget`] (no attempt made); the tokens
+    /// of one that is sent are counted when it returns.
+    pub fn complete(
+        &self,
+        request: &CompletionRequest,
+        deadline: Instant,
+        cancel: &Cancel,
+    ) -> ModelReply {
+        let Some(ledger) = &self.budget else {
+            return self.model.complete(request, deadline, cancel);
+        };
+        if let Err(limit) = ledger.admit(&self.name, Instant::now()) {
+            return ModelReply::failed(ModelError::OverBudget(limit), 0);
+        }
+        let reply = self.model.complete(request, deadline, cancel);
+        ledger.spent(spent_tokens(request, &reply), Instant::now());
+        reply
     }
 
     /// The configured name (`[models.NAME]`).
@@ -310,6 +371,33 @@ impl ModelGrant {
     pub fn audit_prompts(&self) -> bool {
         self.audit_prompts
     }
+}
+
+/// The tokens a call spent: what the provider reported, else a token per
+/// four bytes of prompt and answer (at least one for a call that was sent).
+fn spent_tokens(request: &CompletionRequest, reply: &ModelReply) -> u64 {
+    if reply.attempts == 0 {
+        return 0;
+    }
+    let estimate = |bytes: usize| u64::try_from(bytes.div_ceil(4)).unwrap_or(u64::MAX);
+    let prompt_bytes: usize = request
+        .messages
+        .iter()
+        .map(|message| message.content.len())
+        .sum();
+    let (input, output) = match &reply.result {
+        Ok(completion) => (
+            completion.input_tokens.map(u64::from),
+            Some(
+                completion
+                    .output_tokens
+                    .map_or_else(|| estimate(completion.text.len()), u64::from),
+            ),
+        ),
+        Err(_) => (None, None),
+    };
+    let input = input.unwrap_or_else(|| estimate(prompt_bytes));
+    input.saturating_add(output.unwrap_or(0)).max(1)
 }
 
 /// Cancels what a review is waiting for: set by whoever owns the
@@ -414,4 +502,8 @@ pub struct ModelCallRecord {
     /// The error code ([`ModelError::code`]), when the call failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The limit that refused the call ([`ModelError::OverBudget`]'s text),
+    /// when the model's budget did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }

@@ -352,3 +352,77 @@ async fn identical_approvals_in_one_call_reuse_the_first_verdict() {
     assert!(shown.contains("accept 1"), "{shown}");
     assert_eq!(stub.request_count(), 2);
 }
+
+/// `model_config` with `budget` as its `[models.reviewer]` budget.
+fn budgeted_config(dir: &Path, endpoint: &str, budget: &str) -> PathBuf {
+    let path = model_config(dir, endpoint, 30);
+    let text = std::fs::read_to_string(&path).expect("read config");
+    let text = text.replacen(
+        "timeout_sec = 30\n",
+        &format!("timeout_sec = 30\nbudget = {budget}\n"),
+        1,
+    );
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// Makes `calls` separate agent calls of `ask_approvals` (one approval
+/// each) in one gateway; returns each call's text and the audit lines.
+async fn separate_calls(dir: &Path, config: &Path, calls: u32) -> (Vec<String>, Vec<Value>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let client = stdio_client(
+        config,
+        Client {
+            elicitation: true,
+            content: None,
+            asked: asked.clone(),
+        },
+    )
+    .await;
+    let mut shown = Vec::new();
+    for _ in 0..calls {
+        let result = client
+            .call_tool(call(
+                "git__ask_approvals",
+                json!({"count": 1, "distinct": true}),
+            ))
+            .await
+            .expect("ask_approvals");
+        shown.push(text(&result));
+    }
+    client.cancel().await.expect("close");
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the person was asked");
+    (shown, audit(dir))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_model_budget_fails_closed_and_the_audit_names_the_limit() {
+    for (budget, spent_after, limit) in [
+        ("{ calls = 2 }", 2, "[models.reviewer] budget.calls"),
+        ("{ tokens = 1 }", 1, "[models.reviewer] budget.tokens"),
+    ] {
+        let stub = ModelStub::with_default(Vec::new(), Step::verdict("allow"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = budgeted_config(dir.path(), &stub.base_url(), budget);
+        let (shown, lines) = separate_calls(dir.path(), &config, 4).await;
+        assert_eq!(stub.request_count(), spent_after, "{budget}");
+        assert_eq!(lines.len(), 4, "one audit line each: {lines:?}");
+        for (index, (shown, line)) in shown.iter().zip(&lines).enumerate() {
+            if index < spent_after {
+                assert!(shown.contains("accept 1"), "{budget} #{index}: {shown}");
+                continue;
+            }
+            assert!(shown.contains("decline 1"), "{budget} #{index}: {shown}");
+            assert_eq!(line["answer"]["action"], "decline", "{line}");
+            let model_call = &line["steps"][0]["model_calls"][0];
+            assert_eq!(model_call["error"], "over-budget", "{line}");
+            assert!(
+                model_call["limit"]
+                    .as_str()
+                    .is_some_and(|text| text.starts_with(limit)),
+                "{budget}: {line}"
+            );
+            assert_eq!(model_call["attempts"], 0, "{line}");
+        }
+    }
+}

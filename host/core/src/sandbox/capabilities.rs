@@ -126,7 +126,6 @@ impl wit::Host for ReviewState {
             let used = self.deadline.pause();
             let reply = session
                 .grant
-                .model()
                 .complete(&request, session.deadline, &session.cancel);
             self.deadline.resume(used);
             reply
@@ -186,6 +185,10 @@ fn record(
             Some(error.code().to_owned()),
         ),
     };
+    let limit = match &reply.result {
+        Err(ModelError::OverBudget(limit)) => Some(limit.clone()),
+        _ => None,
+    };
     ModelCallRecord {
         grant: session.grant.name().to_owned(),
         model,
@@ -203,6 +206,7 @@ fn record(
             .map(|completion| super::sha256_hex(completion.text.as_bytes())),
         answer,
         error,
+        limit,
     }
 }
 
@@ -229,5 +233,7 @@ fn wire_error(error: ModelError) -> wit::ModelError {
         ModelError::RateLimited(detail) => wit::ModelError::RateLimited(detail),
         ModelError::Transient(detail) => wit::ModelError::Transient(detail),
         ModelError::Rejected(detail) => wit::ModelError::Rejected(detail),
+        // The contract's nearest word: refused for now, try later.
+        ModelError::OverBudget(detail) => wit::ModelError::RateLimited(detail),
     }
 }

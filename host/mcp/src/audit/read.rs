@@ -998,6 +998,7 @@ mod tests {
                 answer: None,
                 answer_sha256: None,
                 error: Some("timeout".to_owned()),
+                limit: None,
             });
         log.write(&written).expect("written");
         let mut reader = open(&path).expect("opens");

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use gatehouse_core::escape::escape;
+use gatehouse_core::model_budget::ModelBudget;
 use reqwest::Url;
 use serde::Deserialize;
 
@@ -16,6 +17,8 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 pub const MAX_ATTEMPTS_LIMIT: u32 = 10;
 /// The longest `timeout_sec` may be (a day).
 pub const MAX_TIMEOUT_SEC: f64 = 86_400.0;
+/// The longest `budget.window_sec` may be (a day).
+pub const MAX_BUDGET_WINDOW_SEC: u64 = 86_400;
 
 /// One `[models.NAME]` table as written; [`ModelConfig::check`] says whether
 /// it is usable. Every field has a default, so a missing `endpoint` or
@@ -49,6 +52,47 @@ pub struct ModelConfig {
     /// `response_format: {type: "json_schema", ...}` (default true); false
     /// for endpoints that refuse it.
     pub json_schema: bool,
+    /// `[models.NAME.budget]`: what the model may spend in a sliding window,
+    /// across every module granted it.
+    pub budget: BudgetConfig,
+}
+
+/// `[models.NAME.budget]` (or `budget = { ... }`): at most `calls` calls and
+/// `tokens` tokens (prompt and answer, as the provider reports them) in any
+/// `window_sec` seconds; a call past either is refused without being sent,
+/// and the review fails closed with the limit named in its audit line.
+/// Defaults: 600 calls and 2,000,000 tokens an hour.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Calls per window (0 refuses every call).
+    pub calls: u32,
+    /// Tokens per window.
+    pub tokens: u64,
+    /// The window, in seconds (1 to 86,400).
+    pub window_sec: u64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        let budget = ModelBudget::default();
+        BudgetConfig {
+            calls: budget.calls(),
+            tokens: budget.tokens(),
+            window_sec: budget.window().as_secs(),
+        }
+    }
+}
+
+impl BudgetConfig {
+    /// The budget; meaningful once [`ModelConfig::check`] passed.
+    pub fn to_budget(&self) -> ModelBudget {
+        ModelBudget::new(
+            self.calls,
+            self.tokens,
+            Duration::from_secs(self.window_sec),
+        )
+    }
 }
 
 impl Default for ModelConfig {
@@ -63,6 +107,7 @@ impl Default for ModelConfig {
             temperature: None,
             audit_prompts: false,
             json_schema: true,
+            budget: BudgetConfig::default(),
         }
     }
 }
@@ -209,6 +254,16 @@ impl ModelConfig {
                 "temperature",
                 format!(
                     "{temperature} is out of range: write a number from 0 to 2, or leave it out for the endpoint's default"
+                ),
+            ));
+        }
+        if !(1..=MAX_BUDGET_WINDOW_SEC).contains(&self.budget.window_sec) {
+            return Err(bad(
+                "budget.window_sec",
+                format!(
+                    "{} is out of range: write a number of seconds from 1 to {MAX_BUDGET_WINDOW_SEC} (the default is {})",
+                    self.budget.window_sec,
+                    BudgetConfig::default().window_sec
                 ),
             ));
         }

@@ -13,6 +13,7 @@
 //! temperature = 0                          # optional, 0..=2
 //! audit_prompts = false                    # whether the audit line keeps the prompt text
 //! json_schema = true                       # send the module's output schema as a response_format
+//! budget = { calls = 600, tokens = 2000000, window_sec = 3600 }  # spend per sliding window, all modules together
 //! ```
 //!
 //! [`build_models`] turns the tables into one [`ModelGrant`] each, backed by
@@ -107,8 +108,8 @@ mod retry;
 pub use answer::{MAX_ERROR_MESSAGE_BYTES, MAX_RESPONSE_BYTES};
 pub use body::RESPONSE_FORMAT_NAME;
 pub use config::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_SEC, MAX_ATTEMPTS_LIMIT, MAX_TIMEOUT_SEC, ModelConfig,
-    ModelConfigError, is_valid_model_name,
+    BudgetConfig, DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_SEC, MAX_ATTEMPTS_LIMIT,
+    MAX_BUDGET_WINDOW_SEC, MAX_TIMEOUT_SEC, ModelConfig, ModelConfigError, is_valid_model_name,
 };
 pub use provider::{CONNECT_TIMEOUT, OpenAiModel, build_models};
 pub use retry::{BACKOFF_BASE, BACKOFF_MAX};

@@ -42,7 +42,8 @@ pub fn build_models(
             let model = OpenAiModel::new(name, config, handle.clone())?;
             let grant = ModelGrant::new(name.as_str(), Arc::new(model))
                 .with_timeout(config.timeout())
-                .with_audit_prompts(config.audit_prompts);
+                .with_audit_prompts(config.audit_prompts)
+                .with_budget(config.budget.to_budget());
             Ok((name.clone(), grant))
         })
         .collect()
