@@ -4,6 +4,16 @@
 //! `projects`; the project's `.mcp.json`) and Cursor (`~/.cursor/mcp.json`,
 //! the project's `.cursor/mcp.json`).
 //!
+//! Only what the client itself would run is imported ([`Trust`]): a server
+//! of a project's `.mcp.json` only when Claude Code's own state approves it
+//! ([`claude::Approvals`]), never when Claude Code rejected it; Cursor's
+//! project file, which Cursor runs without asking, only when the user says
+//! so. What is left out is noted with the reason ([`NoteKind::NotTrusted`]).
+//!
+//! No `env` or HTTP header value is written into the config: each is read
+//! from gatehouse's environment instead, and [`Import::exports`] says what
+//! to export ([`secrets`]).
+//!
 //! Every server table is read with the same [`RawServer`] the rest of
 //! gatehouse reads (`[mcp_servers.*]` and discovery's `.mcp.json`), one key at
 //! a time: a key [`RawServer`] does not know, or whose value it refuses, is
@@ -30,6 +40,11 @@ use serde_json::{Map, Value};
 use crate::discovery::sanitize_name;
 use crate::discovery::server_map;
 use crate::server_config::{RawServer, is_valid_server_name};
+
+pub mod claude;
+pub mod secrets;
+
+pub use secrets::{Export, ExportField};
 
 /// The largest client config read (`~/.claude.json` keeps history too).
 pub const MAX_CLIENT_CONFIG_BYTES: u64 = 64 * 1024 * 1024;
@@ -68,45 +83,88 @@ impl Client {
     /// The files this client reads its servers from, lowest precedence
     /// first (a later file's server replaces an earlier one of the same
     /// name): the user's under `home` (Codex: `codex_home`, its
-    /// `CODEX_HOME`, when set), then the project's under `project`.
-    pub fn files(self, home: &Path, codex_home: Option<&Path>, project: &Path) -> Vec<ClientFile> {
+    /// `CODEX_HOME`, when set), then the project's under `project`, each
+    /// with what it is trusted with ([`Trust`]). `trust_project_servers`
+    /// imports Cursor's project file, which Cursor runs without asking;
+    /// Claude Code's `.mcp.json` follows Claude Code's own approvals either
+    /// way.
+    pub fn files(
+        self,
+        home: &Path,
+        codex_home: Option<&Path>,
+        project: &Path,
+        trust_project_servers: bool,
+    ) -> Vec<ClientFile> {
+        let user = |path: PathBuf, format: FileFormat| ClientFile {
+            path,
+            format,
+            trust: Trust::User,
+        };
         match self {
-            Client::Codex => vec![ClientFile {
-                path: codex_home
+            Client::Codex => vec![user(
+                codex_home
                     .map_or_else(|| home.join(".codex"), Path::to_path_buf)
                     .join("config.toml"),
-                format: FileFormat::CodexToml,
-            }],
+                FileFormat::CodexToml,
+            )],
             // Claude's own order: user, then the project's `.mcp.json`,
             // then the local scope (this project's entry in `.claude.json`).
             Client::Claude => vec![
-                ClientFile {
-                    path: home.join(".claude.json"),
-                    format: FileFormat::ClaudeJson { project: None },
-                },
+                user(
+                    home.join(".claude.json"),
+                    FileFormat::ClaudeJson { project: None },
+                ),
                 ClientFile {
                     path: project.join(".mcp.json"),
                     format: FileFormat::McpJson,
-                },
-                ClientFile {
-                    path: home.join(".claude.json"),
-                    format: FileFormat::ClaudeJson {
-                        project: Some(project.to_path_buf()),
+                    trust: Trust::ClaudeProject {
+                        home: home.to_path_buf(),
+                        project: project.to_path_buf(),
                     },
                 },
+                user(
+                    home.join(".claude.json"),
+                    FileFormat::ClaudeJson {
+                        project: Some(project.to_path_buf()),
+                    },
+                ),
             ],
             Client::Cursor => vec![
-                ClientFile {
-                    path: home.join(".cursor").join("mcp.json"),
-                    format: FileFormat::McpJson,
-                },
+                user(home.join(".cursor").join("mcp.json"), FileFormat::McpJson),
                 ClientFile {
                     path: project.join(".cursor").join("mcp.json"),
                     format: FileFormat::McpJson,
+                    trust: Trust::Project {
+                        trusted: trust_project_servers,
+                    },
                 },
             ],
         }
     }
+}
+
+/// Which servers of a file are imported: what its client would run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// The user's own file (under the home directory, or named by `--from
+    /// PATH`): every server.
+    User,
+    /// A Claude Code project's `.mcp.json`: a server only when Claude
+    /// Code's own state approves it, never one it rejected
+    /// ([`claude::Approvals`]).
+    ClaudeProject {
+        /// The home directory (`~/.claude.json`, `~/.claude/settings.json`).
+        home: PathBuf,
+        /// The project directory, as Claude Code keys it.
+        project: PathBuf,
+    },
+    /// A project's own file that its client runs without asking (Cursor's
+    /// `.cursor/mcp.json`): every server when `trusted`
+    /// (`--trust-project-servers`), none otherwise.
+    Project {
+        /// Whether the user said to import it.
+        trusted: bool,
+    },
 }
 
 /// How a client file holds its servers.
@@ -133,19 +191,22 @@ impl FileFormat {
     }
 }
 
-/// One client config file and its format.
+/// One client config file, its format, and which of its servers to import.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientFile {
     /// The file.
     pub path: PathBuf,
     /// What it holds.
     pub format: FileFormat,
+    /// Which of its servers are imported.
+    pub trust: Trust,
 }
 
 impl ClientFile {
     /// The file at `path`, its format told by its extension (`.toml`: Codex;
     /// `.json`: a `.claude.json` when it has `projects` or is named so, else
     /// an `.mcp.json`), else by its contents (TOML with `mcp_servers`, or JSON).
+    /// The user named it: every server in it is imported ([`Trust::User`]).
     pub fn detect(path: &Path) -> Result<ClientFile, ImportError> {
         let extension = path.extension().and_then(|ext| ext.to_str());
         let format = match extension {
@@ -167,6 +228,7 @@ impl ClientFile {
         Ok(ClientFile {
             path: path.to_path_buf(),
             format,
+            trust: Trust::User,
         })
     }
 }
@@ -245,6 +307,46 @@ pub struct ImportedServer {
     pub source: PathBuf,
     /// The table, as gatehouse writes it (it passes [`RawServer::check`]).
     pub raw: RawServer,
+    /// For a server of a project's file: what approved it (Claude Code's
+    /// state, or `--trust-project-servers`).
+    pub approval: Option<String>,
+}
+
+impl ImportedServer {
+    /// What `gatehouse serve` will run or reach: the command and its
+    /// arguments (each quoted for a shell when it needs to be, and the
+    /// working directory if set), or the URL. Escaped: one line, safe for a
+    /// terminal.
+    pub fn command_line(&self) -> String {
+        let raw = &self.raw;
+        let line = match (&raw.command, &raw.url) {
+            (Some(command), _) => {
+                let mut line = std::iter::once(command)
+                    .chain(&raw.args)
+                    .map(|word| shell_quote(word))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if let Some(cwd) = &raw.cwd {
+                    line.push_str(&format!(" (in {})", cwd.display()));
+                }
+                line
+            }
+            (None, Some(url)) => url.clone(),
+            (None, None) => String::new(),
+        };
+        Escaped(&line).to_string()
+    }
+}
+
+/// `word` as a POSIX shell reads it back: as is when it holds only plain
+/// characters, else in single quotes.
+fn shell_quote(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// Something about one server that the user must know: what was not carried
@@ -276,6 +378,12 @@ pub enum NoteKind {
     },
     /// The whole server was left out.
     Skipped {
+        /// Why.
+        why: String,
+    },
+    /// The server is in a project's file and its client would not run it
+    /// (or the user did not say to import that file): it was left out.
+    NotTrusted {
         /// Why.
         why: String,
     },
@@ -319,6 +427,12 @@ impl fmt::Display for Note {
                 Escaped(to)
             ),
             NoteKind::Skipped { why } => write!(f, "not carried: {}", Escaped(why)),
+            NoteKind::NotTrusted { why } => write!(
+                f,
+                "skipped, from {}: {}",
+                Escaped(&self.source.display().to_string()),
+                Escaped(why)
+            ),
             NoteKind::Replaced { by } => write!(
                 f,
                 "replaced by the server of the same name in {}",
@@ -341,6 +455,9 @@ pub struct Import {
     pub servers: BTreeMap<String, ImportedServer>,
     /// What the user must know, in the order it was found.
     pub notes: Vec<Note>,
+    /// The `env` and header values moved out of the servers' tables: what
+    /// the user must export for `gatehouse serve` ([`secrets`]).
+    pub exports: Vec<Export>,
 }
 
 /// Why the keys gatehouse does not know are not carried.
@@ -385,6 +502,7 @@ impl Import {
                 looked: files.iter().map(|file| file.path.clone()).collect(),
             });
         }
+        import.move_values_out();
         Ok(import)
     }
 
@@ -392,6 +510,7 @@ impl Import {
     pub fn from_file(file: &ClientFile) -> Result<Import, ImportError> {
         let mut import = Import::default();
         import.read_file(file)?;
+        import.move_values_out();
         Ok(import)
     }
 
@@ -427,10 +546,11 @@ impl Import {
                 project: Some(project),
             } => {
                 let value = read_json(&file.path)?;
-                let local = value
-                    .get("projects")
-                    .and_then(|projects| projects.get(project.to_string_lossy().as_ref()))
-                    .and_then(|entry| entry.get("mcpServers"));
+                // The entry Claude keys by this path as written, else one
+                // naming the same directory (a trailing slash, a link).
+                let local = claude::project_entries(&value, project)
+                    .pop()
+                    .and_then(|(_, entry)| entry.get("mcpServers"));
                 match local {
                     None => vec![],
                     Some(Value::Object(map)) => vec![map.clone()],
@@ -445,9 +565,48 @@ impl Import {
         if !self.read.contains(&file.path) {
             self.read.push(file.path.clone());
         }
+        let approvals = match &file.trust {
+            Trust::ClaudeProject { home, project } => Some(claude::Approvals::load(home, project)),
+            Trust::User | Trust::Project { .. } => None,
+        };
         for map in maps {
             for (name, table) in map {
-                self.add(&name, table, file);
+                let approval = match (&file.trust, &approvals) {
+                    (Trust::User, _) => None,
+                    (Trust::Project { trusted: true }, _) => {
+                        Some("--trust-project-servers".to_owned())
+                    }
+                    (Trust::Project { trusted: false }, _) => {
+                        self.note(
+                            &name,
+                            &file.path,
+                            NoteKind::NotTrusted {
+                                why: "a project's own file, whose servers Cursor runs without asking; pass --trust-project-servers to import them".to_owned(),
+                            },
+                        );
+                        continue;
+                    }
+                    (Trust::ClaudeProject { .. }, approvals) => {
+                        match approvals.as_ref().map(|approvals| approvals.verdict(&name)) {
+                            Some(claude::Verdict::Approved(why)) => Some(why),
+                            Some(claude::Verdict::Refused(why)) => {
+                                self.note(&name, &file.path, NoteKind::NotTrusted { why });
+                                continue;
+                            }
+                            None => {
+                                self.note(
+                                    &name,
+                                    &file.path,
+                                    NoteKind::NotTrusted {
+                                        why: "Claude Code's approvals were not read".to_owned(),
+                                    },
+                                );
+                                continue;
+                            }
+                        }
+                    }
+                };
+                self.add(&name, table, file, approval);
             }
         }
         Ok(())
@@ -462,7 +621,7 @@ impl Import {
     }
 
     /// Converts one server table and adds it, or notes why not.
-    fn add(&mut self, name: &str, table: Value, file: &ClientFile) {
+    fn add(&mut self, name: &str, table: Value, file: &ClientFile, approval: Option<String>) {
         let Value::Object(table) = table else {
             self.note(
                 name,
@@ -627,6 +786,7 @@ impl Import {
                 original_name: name.to_owned(),
                 source: file.path.clone(),
                 raw,
+                approval,
             },
         );
     }
@@ -648,8 +808,24 @@ impl Import {
                     server.original_name
                 ),
             );
+            if let Some(approval) = &server.approval {
+                comment(&mut out, &format!("Imported as approved by {approval}."));
+            }
             for note in self.notes_about(server) {
                 comment(&mut out, &note.to_string());
+            }
+            for export in self.exports_of(name) {
+                let (what, key) = match &export.field {
+                    ExportField::Env(key) => ("env", key),
+                    ExportField::Header(header) => ("header", header),
+                };
+                comment(
+                    &mut out,
+                    &format!(
+                        "{what} `{key}`: its value is not written here; gatehouse reads it from ${} (export it before `gatehouse serve`).",
+                        export.variable
+                    ),
+                );
             }
             let table = BTreeMap::from([(
                 "mcp_servers",
@@ -714,15 +890,14 @@ fn holds_hidden_text(value: &Value) -> bool {
 }
 
 /// The keys of `raw` whose text holds `${`, which Claude and Cursor expand
-/// from the environment.
+/// from the environment. (`env` and header values are not written as they
+/// are: their [`Export`]s say how the client reads them.)
 fn unexpanded(raw: &RawServer) -> Vec<&'static str> {
     let has = |text: &str| text.contains("${");
     [
         ("command", raw.command.as_deref().is_some_and(has)),
         ("args", raw.args.iter().any(|arg| has(arg))),
-        ("env", raw.env.values().any(|value| has(value))),
         ("url", raw.url.as_deref().is_some_and(has)),
-        ("headers", raw.http_headers.values().any(|value| has(value))),
         (
             "cwd",
             raw.cwd
@@ -763,10 +938,18 @@ pub const GATEWAY_ENTRY: &str = "gatehouse";
 
 /// The entry that points a client at `gatehouse serve --config CONFIG`
 /// (`gatehouse` the program at `program`): for Codex a
-/// `[mcp_servers.gatehouse]` table, for Claude's and Cursor's JSON an
-/// `{"mcpServers": {"gatehouse": ...}}` object. Written by the `toml` and
-/// JSON serializers (the JSON with every control character escaped).
-pub fn gateway_entry(json: bool, program: &Path, config: &Path) -> Result<String, ImportError> {
+/// `[mcp_servers.gatehouse]` table, whose `env_vars` passes `environment`
+/// (Codex starts a server with a few base variables only; see
+/// [`Import::environment`]), for Claude's and Cursor's JSON an
+/// `{"mcpServers": {"gatehouse": ...}}` object (they pass their own
+/// environment on). Written by the `toml` and JSON serializers (the JSON
+/// with every control character escaped).
+pub fn gateway_entry(
+    json: bool,
+    program: &Path,
+    config: &Path,
+    environment: &[String],
+) -> Result<String, ImportError> {
     let not_utf8 = |path: &Path| ImportError::Write {
         server: GATEWAY_ENTRY.to_owned(),
         message: format!("{} is not UTF-8", path.display()),
@@ -777,6 +960,11 @@ pub fn gateway_entry(json: bool, program: &Path, config: &Path) -> Result<String
         command: Some(program.to_owned()),
         args: vec!["serve".to_owned(), "--config".to_owned(), config.to_owned()],
         kind: json.then(|| "stdio".to_owned()),
+        env_vars: if json {
+            Vec::new()
+        } else {
+            environment.to_vec()
+        },
         ..RawServer::default()
     };
     let written = if json {
@@ -903,10 +1091,18 @@ client_id = "x"
         assert!(is_valid_server_name(renamed));
         assert_eq!(raw.command.as_deref(), Some(hostile));
         assert_eq!(raw.args, [hostile]);
-        assert_eq!(raw.env[hostile], hostile);
+        // No value is written, and a key that is no variable name cannot be
+        // read from the environment: it is not carried, and said so.
+        assert!(raw.env.is_empty() && raw.env_vars.is_empty(), "{raw:?}");
         let bidi = &config.mcp_servers["bidi"];
         assert!(bidi.args.is_empty() && bidi.env.is_empty(), "{bidi:?}");
         let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        assert!(
+            notes.iter().any(|note| note.starts_with("server `evil")
+                && note.contains("field `env.evil\"]]\\n[mcp_servers.pwned]")
+                && note.contains("its name is no variable name")),
+            "{notes:?}"
+        );
         assert!(
             notes.contains(&"server `bidi`: field `args` not carried: it holds invisible or text-direction characters, which TOML keeps as they are and which could disguise the file's text; add it by hand if it is meant".to_owned()),
             "{notes:?}"
@@ -925,9 +1121,12 @@ client_id = "x"
                     "docs": {"type": "stdio", "command": "docs", "env": {"TOKEN": "${DOCS_TOKEN}"}},
                     "old": {"type": "sse", "url": "https://old.example.com/sse"},
                 },
-                "projects": {project.path().to_string_lossy(): {"mcpServers": {
-                    "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"X": "1"}},
-                }}},
+                "projects": {project.path().to_string_lossy(): {
+                    "mcpServers": {
+                        "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"X": "1"}},
+                    },
+                    "enabledMcpjsonServers": ["docs"],
+                }},
             })
             .to_string(),
         );
@@ -936,7 +1135,7 @@ client_id = "x"
             ".mcp.json",
             r#"{"mcpServers": {"docs": {"command": "docs-v2"}}}"#,
         );
-        let files = Client::Claude.files(home.path(), None, project.path());
+        let files = Client::Claude.files(home.path(), None, project.path(), false);
         let import = Import::from_files("claude", &files).expect("imports");
         assert_eq!(import.read.len(), 2);
         assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["docs", "web"]);
@@ -944,18 +1143,32 @@ client_id = "x"
             import.servers["docs"].raw.command.as_deref(),
             Some("docs-v2")
         );
+        assert_eq!(
+            import.servers["docs"]
+                .approval
+                .as_deref()
+                .map(|why| why.starts_with("enabledMcpjsonServers in ")),
+            Some(true)
+        );
+        // The header's value is read from the environment, not written.
         let web = &import.servers["web"].raw;
         assert_eq!(
-            (web.kind.as_deref(), web.http_headers["X"].as_str()),
-            (None, "1")
+            (web.kind.as_deref(), web.env_http_headers["X"].as_str()),
+            (None, "WEB_X")
+        );
+        assert!(web.http_headers.is_empty(), "{web:?}");
+        assert_eq!(
+            import
+                .exports
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [format!(
+                "WEB_X: the value of header `X` of server `web` in {}",
+                home.path().join(".claude.json").display()
+            )]
         );
         let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
-        assert!(
-            notes
-                .iter()
-                .any(|n| n.starts_with("server `docs`: field `env` holds `${...}`")),
-            "{notes:?}"
-        );
         assert!(
             notes
                 .iter()
@@ -970,7 +1183,7 @@ client_id = "x"
         );
         let text = import.to_toml().expect("writes");
         Config::parse(&text, Path::new("/g.toml")).expect("loads");
-        let missing = Client::Cursor.files(home.path(), None, project.path());
+        let missing = Client::Cursor.files(home.path(), None, project.path(), true);
         let error = Import::from_files("cursor", &missing).expect_err("nothing there");
         assert!(
             error
@@ -1000,13 +1213,14 @@ client_id = "x"
             home.path(),
             ".claude.json",
             &serde_json::json!({
-                "projects": {project.path().to_string_lossy(): {"mcpServers": {
-                    "docs": {"command": "docs-local"},
-                }}},
+                "projects": {project.path().to_string_lossy(): {
+                    "mcpServers": {"docs": {"command": "docs-local"}},
+                    "enableAllProjectMcpServers": true,
+                }},
             })
             .to_string(),
         );
-        let files = Client::Claude.files(home.path(), None, project.path());
+        let files = Client::Claude.files(home.path(), None, project.path(), false);
         let import = Import::from_files("claude", &files).expect("imports");
         assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["docs", "web"]);
         // The local scope wins over the project's file, as in Claude.
@@ -1036,11 +1250,136 @@ client_id = "x"
     }
 
     #[test]
+    fn a_project_server_runs_only_as_its_client_would() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        let servers = r#"{"mcpServers": {
+            "helper": {"command": "/bin/sh", "args": ["-c", "touch MARKER"]},
+            "stranger": {"command": "stranger"},
+            "approved": {"command": "approved"}
+        }}"#;
+        write(project.path(), ".mcp.json", servers);
+        std::fs::create_dir(project.path().join(".cursor")).expect("mkdir");
+        write(&project.path().join(".cursor"), "mcp.json", servers);
+        write(
+            home.path(),
+            ".claude.json",
+            &serde_json::json!({"projects": {project.path().to_string_lossy(): {
+                "enabledMcpjsonServers": ["approved", "helper"],
+                "disabledMcpjsonServers": ["helper"],
+            }}})
+            .to_string(),
+        );
+        let files = Client::Claude.files(home.path(), None, project.path(), false);
+        let import = Import::from_files("claude", &files).expect("imports");
+        assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["approved"]);
+        let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        let mcp_json = project.path().join(".mcp.json");
+        assert_eq!(
+            notes[..2],
+            [
+                format!(
+                    "server `helper`: skipped, from {}: Claude Code has it in disabledMcpjsonServers ({} (projects[\"{}\"]))",
+                    mcp_json.display(),
+                    home.path().join(".claude.json").display(),
+                    project.path().display()
+                ),
+                format!(
+                    "server `stranger`: skipped, from {}: not approved in Claude Code (neither enabledMcpjsonServers nor enableAllProjectMcpServers in {} (projects[\"{}\"]) or {})",
+                    mcp_json.display(),
+                    home.path().join(".claude.json").display(),
+                    project.path().display(),
+                    home.path().join(".claude/settings.json").display()
+                ),
+            ]
+        );
+        let text = import.to_toml().expect("writes");
+        assert!(
+            !text.contains("MARKER") && !text.contains("[mcp_servers.helper]"),
+            "{text}"
+        );
+
+        // Cursor runs its project file unasked: imported only when told.
+        let files = Client::Cursor.files(home.path(), None, project.path(), false);
+        let import = Import::from_files("cursor", &files).expect("the file is read");
+        assert!(import.servers.is_empty());
+        assert_eq!(import.notes.len(), 3);
+        assert!(
+            import.notes[0]
+                .to_string()
+                .ends_with("a project's own file, whose servers Cursor runs without asking; pass --trust-project-servers to import them"),
+            "{:?}",
+            import.notes
+        );
+        let files = Client::Cursor.files(home.path(), None, project.path(), true);
+        let import = Import::from_files("cursor", &files).expect("imports");
+        assert_eq!(import.servers.len(), 3);
+    }
+
+    #[test]
+    fn env_and_header_values_are_read_from_the_environment_never_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(
+            dir.path(),
+            ".claude.json",
+            &serde_json::json!({"mcpServers": {
+                "a": {"command": "a", "env": {"API_TOKEN": "s3cr3t-value", "SHARED": "same", "KEY": "${KEY}"}},
+                "b": {"command": "b", "env": {"API_TOKEN": "other-value", "SHARED": "same", "bad-name": "x"}},
+                "web": {"url": "https://web.example.com/mcp", "headers": {"Authorization": "Bearer s3cr3t-header"}},
+            }})
+            .to_string(),
+        );
+        let import =
+            Import::from_file(&ClientFile::detect(&path).expect("detected")).expect("imports");
+        let text = import.to_toml().expect("writes");
+        for secret in ["s3cr3t", "other-value", "same"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        let a = &import.servers["a"].raw;
+        assert!(a.env.is_empty());
+        assert_eq!(a.env_vars, ["API_TOKEN", "KEY", "SHARED"]);
+        let b = &import.servers["b"].raw;
+        assert_eq!(b.env_vars, ["SHARED"]);
+        let web = &import.servers["web"].raw;
+        assert_eq!(web.env_http_headers["Authorization"], "WEB_AUTHORIZATION");
+        let notes: Vec<String> = import.notes.iter().map(Note::to_string).collect();
+        assert!(
+            notes.contains(&"server `b`: field `env.API_TOKEN` not carried: server `a` takes another value from the variable `API_TOKEN`, and gatehouse passes one value per name; set it by hand in a config outside any working tree".to_owned()),
+            "{notes:?}"
+        );
+        assert!(
+            notes.iter().any(|note| note.starts_with(
+                "server `b`: field `env.bad-name` not carried: its name is no variable name"
+            )),
+            "{notes:?}"
+        );
+        let exports: Vec<String> = import.exports.iter().map(ToString::to_string).collect();
+        assert!(
+            exports.contains(&format!(
+                "KEY: the value of env `KEY` of server `a` in {} (written `${{KEY}}` there: the client reads it from $KEY)",
+                path.display()
+            )),
+            "{exports:?}"
+        );
+        assert_eq!(
+            import.environment().into_iter().collect::<Vec<_>>(),
+            ["API_TOKEN", "KEY", "SHARED", "WEB_AUTHORIZATION"]
+        );
+        assert!(
+            text.contains("# header `Authorization`: its value is not written here; gatehouse reads it from $WEB_AUTHORIZATION"),
+            "{text}"
+        );
+        let config = Config::parse(&text, Path::new("/etc/gatehouse.toml")).expect("loads");
+        assert_eq!(config.servers().expect("checks").len(), 3);
+    }
+
+    #[test]
     fn the_gateway_entry_is_toml_or_json_naming_the_program_and_config() {
         let toml_text = gateway_entry(
             false,
             Path::new("/bin/gate \"house\""),
             Path::new("/etc/g.toml"),
+            &["API_TOKEN".to_owned()],
         )
         .expect("writes");
         let table: toml::Table = toml::from_str(&toml_text).expect("TOML");
@@ -1048,8 +1387,18 @@ client_id = "x"
             table["mcp_servers"]["gatehouse"]["command"].as_str(),
             Some("/bin/gate \"house\"")
         );
-        let json_text = gateway_entry(true, Path::new("/bin/gatehouse"), Path::new("/etc/g.toml"))
-            .expect("writes");
+        // Codex passes a server only the variables it names.
+        assert_eq!(
+            table["mcp_servers"]["gatehouse"]["env_vars"],
+            toml::Value::Array(vec!["API_TOKEN".into()])
+        );
+        let json_text = gateway_entry(
+            true,
+            Path::new("/bin/gatehouse"),
+            Path::new("/etc/g.toml"),
+            &["API_TOKEN".to_owned()],
+        )
+        .expect("writes");
         let value: Value = serde_json::from_str(&json_text).expect("JSON");
         assert_eq!(
             value["mcpServers"]["gatehouse"]["args"],

@@ -2,16 +2,24 @@
 //! real loader and by `gatehouse review`, with the modules' digests pinned,
 //! what is not carried reported, nothing overwritten without `--force`, and
 //! hostile text kept inside its TOML strings and escaped on the terminal.
+//! Only servers the client itself would run are imported (a project's
+//! `.mcp.json` as Claude Code approved it, Cursor's project file when told),
+//! no `env` or header value lands in the working tree, and the files
+//! gatehouse writes there are added to its `.gitignore`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::{Duration, Instant};
 
 use gatehouse_mcp::config::Config;
 use gatehouse_mcp::router::ElicitationSettings;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::paths::{guest, root};
+use crate::gateway::{Client, stdio_client};
+use crate::paths::{demo_server, guest, root};
 
 /// A home and a project directory for one run, and where the config goes.
 struct Setup {
@@ -185,8 +193,9 @@ fn init_from_codex_writes_a_config_that_loads_and_reviews_with_pinned_modules() 
     let files = &config.mcp_servers["files"];
     assert_eq!(files.command.as_deref(), Some("files-server"));
     assert_eq!(files.args, ["--root", "/srv/docs"]);
-    assert_eq!(files.env["LOG"], "warn");
-    assert_eq!(files.env_vars, ["GITHUB_TOKEN"]);
+    // The env value is read from gatehouse's environment, not written.
+    assert!(files.env.is_empty(), "{:?}", files.env);
+    assert_eq!(files.env_vars, ["GITHUB_TOKEN", "LOG"]);
     assert_eq!(files.cwd.as_deref(), Some(Path::new("/srv")));
     assert_eq!(
         (files.startup_timeout_sec, files.tool_timeout_sec),
@@ -206,7 +215,8 @@ fn init_from_codex_writes_a_config_that_loads_and_reviews_with_pinned_modules() 
         tracker.bearer_token_env_var.as_deref(),
         Some("TRACKER_TOKEN")
     );
-    assert_eq!(tracker.http_headers["X-Org"], "acme");
+    assert!(tracker.http_headers.is_empty());
+    assert_eq!(tracker.env_http_headers["X-Org"], "TRACKER_X_ORG");
     assert_eq!(tracker.enabled, Some(false));
     assert_eq!(config.servers().expect("the servers check").len(), 2);
 
@@ -215,6 +225,17 @@ fn init_from_codex_writes_a_config_that_loads_and_reviews_with_pinned_modules() 
     assert!(stderr(&output).contains(report), "{}", stderr(&output));
     let text = std::fs::read_to_string(setup.config()).expect("written");
     assert!(text.contains(&format!("# {report}")), "{text}");
+    assert!(!text.contains("warn") && !text.contains("acme"), "{text}");
+    for export in [
+        "LOG: the value of env `LOG` of server `files`",
+        "TRACKER_X_ORG: the value of header `X-Org` of server `tracker`",
+    ] {
+        assert!(
+            stderr(&output).contains(export),
+            "{export}: {}",
+            stderr(&output)
+        );
+    }
 
     // The printed entry is Codex's TOML, pointing at this binary and the
     // written config, and the imported servers are named for removal.
@@ -232,6 +253,18 @@ fn init_from_codex_writes_a_config_that_loads_and_reviews_with_pinned_modules() 
         .collect();
     assert_eq!(args[..2], ["serve", "--config"]);
     assert_eq!(Path::new(args[2]), setup.config());
+    // Codex passes a server only the variables it names: the entry names
+    // every one the imported servers read.
+    let passed: Vec<&str> = gatehouse["env_vars"]
+        .as_array()
+        .expect("env_vars")
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    assert_eq!(
+        passed,
+        ["GITHUB_TOKEN", "LOG", "TRACKER_TOKEN", "TRACKER_X_ORG"]
+    );
     assert!(
         stdout(&output).contains("`files`, `tracker`"),
         "{}",
@@ -319,9 +352,12 @@ fn init_from_claude_reads_the_user_the_local_and_the_project_servers() {
                 "docs": {"type": "stdio", "command": "npx", "args": ["-y", "docs-mcp"], "env": {"KEY": "${DOCS_KEY}"}},
                 "legacy": {"type": "sse", "url": "https://legacy.example.com/sse"},
             },
-            "projects": {project: {"mcpServers": {
-                "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"Authorization": "Bearer abc"}},
-            }}},
+            "projects": {project: {
+                "mcpServers": {
+                    "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"Authorization": "Bearer abc"}},
+                },
+                "enabledMcpjsonServers": ["repo"],
+            }},
         })
         .to_string(),
     );
@@ -338,15 +374,21 @@ fn init_from_claude_reads_the_user_the_local_and_the_project_servers() {
         ["docs", "repo", "web"]
     );
     assert_eq!(config.mcp_servers["docs"].args, ["-y", "docs-mcp"]);
+    assert_eq!(config.mcp_servers["docs"].env_vars, ["KEY"]);
     assert_eq!(
-        config.mcp_servers["web"].http_headers["Authorization"],
-        "Bearer abc"
+        config.mcp_servers["web"].env_http_headers["Authorization"],
+        "WEB_AUTHORIZATION"
     );
+    let text = std::fs::read_to_string(setup.config()).expect("written");
+    assert!(!text.contains("Bearer abc"), "{text}");
     let errors = stderr(&output);
     for report in [
         "server `repo`: field `oauth` not carried: gatehouse has no equivalent",
         "server `legacy`: not carried: its transport is `sse`",
-        "server `docs`: field `env` holds `${...}`",
+        "KEY: the value of env `KEY` of server `docs` in ",
+        "(written `${DOCS_KEY}` there: the client reads it from $DOCS_KEY)",
+        "WEB_AUTHORIZATION: the value of header `Authorization` of server `web`",
+        "repo: repo-mcp   (from ",
     ] {
         assert!(errors.contains(report), "{report}: {errors}");
     }
@@ -374,7 +416,7 @@ fn init_from_cursor_and_from_a_path() {
         ".cursor/mcp.json",
         r#"{"mcpServers": {"local": {"command": "node", "args": ["server.js"], "envFile": ".env"}}}"#,
     );
-    let output = setup.init(&["--from", "cursor"]);
+    let output = setup.init(&["--from", "cursor", "--trust-project-servers"]);
     assert_ok(&output);
     let config = assert_reference_chain(&setup);
     assert_eq!(
@@ -438,7 +480,14 @@ fn hostile_names_and_values_cannot_break_the_toml_or_reach_the_terminal() {
         .expect("the hostile server, renamed");
     assert_eq!(raw.command.as_deref(), Some(hostile));
     assert_eq!(raw.args, [hostile, "'''", "\"\"\"", NEWLINES]);
-    assert_eq!(raw.env[hostile], hostile);
+    // An env key that is no variable name is not carried (no value is
+    // written, and it cannot be read from the environment), and said so.
+    assert!(raw.env.is_empty() && raw.env_vars.is_empty(), "{raw:?}");
+    assert!(
+        stderr(&output).contains("its name is no variable name"),
+        "{}",
+        stderr(&output)
+    );
 
     assert!(config.mcp_servers["plain"].args.is_empty());
     assert!(
@@ -512,4 +561,357 @@ fn a_missing_client_config_names_the_files_looked_at() {
     assert!(message.contains("no cursor config found"), "{message}");
     assert!(message.contains(".cursor/mcp.json"), "{message}");
     assert!(!setup.config().exists());
+}
+
+/// `/bin/sh -c 'touch MARKER'`: a server that proves it ran by leaving
+/// `marker` behind.
+fn toucher(marker: &Path) -> Value {
+    json!({"command": "/bin/sh", "args": ["-c", format!("touch '{}'", marker.display())]})
+}
+
+/// Runs `gatehouse serve` on the written config with a real client, lists
+/// the tools, and returns their names once `started` exists (a server every
+/// run starts), so whatever serve was going to run has been run.
+async fn serve_and_list(setup: &Setup, started: &Path) -> Vec<String> {
+    let client = stdio_client(
+        &setup.config(),
+        Client {
+            elicitation: false,
+            content: None,
+            asked: Arc::new(AtomicUsize::new(0)),
+        },
+    )
+    .await;
+    let tools = tokio::time::timeout(Duration::from_secs(60), client.list_all_tools())
+        .await
+        .expect("tools in time")
+        .expect("tools");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !started.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(started.exists(), "serve never ran the imported servers");
+    let _ = client.cancel().await;
+    tools
+        .into_iter()
+        .map(|tool| tool.name.into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_server_claude_code_rejected_or_never_approved_is_not_imported_and_never_runs() {
+    let setup = Setup::new();
+    let project = setup.project();
+    let (rejected, unapproved, control) = (
+        project.join("MARKER-rejected"),
+        project.join("MARKER-unapproved"),
+        project.join("CONTROL"),
+    );
+    // A cloned repository's .mcp.json: one server Claude Code rejected (it
+    // is in disabledMcpjsonServers, which wins even over an approval), one
+    // never approved, one approved.
+    setup.write_project(
+        ".mcp.json",
+        &json!({"mcpServers": {
+            "helper": toucher(&rejected),
+            "stranger": toucher(&unapproved),
+            "approved": {"command": demo_server(), "args": ["--name", "approved"]},
+        }})
+        .to_string(),
+    );
+    setup.write(
+        ".claude.json",
+        &json!({
+            // The user's own server: imported, and run by serve (the control).
+            "mcpServers": {"mine": toucher(&control)},
+            "projects": {project.display().to_string(): {
+                "enabledMcpjsonServers": ["approved", "helper"],
+                "disabledMcpjsonServers": ["helper"],
+            }},
+        })
+        .to_string(),
+    );
+    // The repository approves its own servers in its settings: not taken.
+    setup.write_project(
+        ".claude/settings.json",
+        &json!({"enableAllProjectMcpServers": true, "enabledMcpjsonServers": ["stranger"]})
+            .to_string(),
+    );
+    let output = setup.init(&["--from", "claude"]);
+    assert_ok(&output);
+    let config = assert_reference_chain(&setup);
+    assert_eq!(
+        config.mcp_servers.keys().collect::<Vec<_>>(),
+        ["approved", "mine"]
+    );
+    let text = std::fs::read_to_string(setup.config()).expect("written");
+    assert!(!text.contains("MARKER"), "{text}");
+
+    // Both are reported with their reason, before anything is written; so
+    // is every command line serve will run.
+    let errors = stderr(&output);
+    let mcp_json = project.join(".mcp.json").display().to_string();
+    let skipped = |name: &str| format!("server `{name}`: skipped, from {mcp_json}: ");
+    let at = |text: &str| {
+        errors
+            .find(text)
+            .unwrap_or_else(|| panic!("{text:?} not in:\n{errors}"))
+    };
+    let written = at("gatehouse: wrote ");
+    assert!(
+        at(&format!(
+            "{}Claude Code has it in disabledMcpjsonServers",
+            skipped("helper")
+        )) < written
+    );
+    assert!(
+        at(&format!(
+            "{}not approved in Claude Code",
+            skipped("stranger")
+        )) < written
+    );
+    assert!(at(".claude/settings.json is inside the project") < written);
+    assert!(
+        at(&format!(
+            "approved: {} --name approved   (from {mcp_json}; approved by enabledMcpjsonServers in ",
+            demo_server().display()
+        )) < written
+    );
+    assert!(
+        at(&format!(
+            "mine: /bin/sh -c 'touch '\\''{}'\\'''",
+            control.display()
+        )) < written
+    );
+
+    // Serving the config runs the user's server and the approved one, and
+    // neither of the others.
+    let tools = serve_and_list(&setup, &control).await;
+    assert!(
+        tools.iter().any(|tool| tool.starts_with("approved__")),
+        "{tools:?}"
+    );
+    assert!(!rejected.exists(), "the rejected server ran");
+    assert!(!unapproved.exists(), "the unapproved server ran");
+}
+
+#[test]
+fn approved_project_servers_are_imported_by_name_or_all_and_only_for_this_project() {
+    let setup = Setup::new();
+    let project = setup.project();
+    setup.write_project(
+        ".mcp.json",
+        r#"{"mcpServers": {"one": {"command": "one"}, "two": {"command": "two"}}}"#,
+    );
+    let imported = |claude: Value| {
+        setup.write(".claude.json", &claude.to_string());
+        let output = setup.init(&["--from", "claude", "--force"]);
+        assert_ok(&output);
+        let config = Config::load(setup.config()).expect("loads");
+        let names: Vec<String> = config.mcp_servers.keys().cloned().collect();
+        (names, stderr(&output))
+    };
+    // By name, under the project's path with a trailing slash.
+    let (names, errors) = imported(json!({"projects": {
+        format!("{}/", project.display()): {"enabledMcpjsonServers": ["one"]},
+    }}));
+    assert_eq!(names, ["one"]);
+    assert!(errors.contains("server `two`: skipped"), "{errors}");
+
+    // All, under a path that links to the project.
+    let link_dir = tempfile::tempdir().expect("tempdir");
+    let link = link_dir.path().join("link");
+    std::os::unix::fs::symlink(&project, &link).expect("symlink");
+    let (names, errors) = imported(json!({"projects": {
+        link.display().to_string(): {"enableAllProjectMcpServers": true},
+    }}));
+    assert_eq!(names, ["one", "two"], "{errors}");
+    assert!(
+        errors.contains("approved by enableAllProjectMcpServers in "),
+        "{errors}"
+    );
+
+    // Another project's approval, or the parent directory's, approves
+    // nothing here.
+    let other = project.with_file_name(format!(
+        "{}-other",
+        project.file_name().expect("name").to_string_lossy()
+    ));
+    let (names, errors) = imported(json!({"projects": {
+        other.display().to_string(): {"enableAllProjectMcpServers": true},
+        project.parent().expect("parent").display().to_string(): {"enableAllProjectMcpServers": true},
+        format!("{}/sub", project.display()): {"enabledMcpjsonServers": ["one"]},
+    }}));
+    assert!(names.is_empty(), "{names:?}");
+    assert!(errors.contains("server `one`: skipped"), "{errors}");
+}
+
+#[test]
+fn cursors_project_file_is_imported_only_with_the_flag() {
+    let setup = Setup::new();
+    setup.write(
+        ".cursor/mcp.json",
+        r#"{"mcpServers": {"user": {"command": "user-mcp"}}}"#,
+    );
+    let marker = setup.project().join("MARKER");
+    setup.write_project(
+        ".cursor/mcp.json",
+        &json!({"mcpServers": {"local": toucher(&marker)}}).to_string(),
+    );
+    let output = setup.init(&["--from", "cursor"]);
+    assert_ok(&output);
+    let config = assert_reference_chain(&setup);
+    assert_eq!(config.mcp_servers.keys().collect::<Vec<_>>(), ["user"]);
+    let errors = stderr(&output);
+    assert!(
+        errors.contains(&format!(
+            "server `local`: skipped, from {}: a project's own file, whose servers Cursor runs without asking; pass --trust-project-servers to import them",
+            setup.project().join(".cursor/mcp.json").display()
+        )),
+        "{errors}"
+    );
+
+    let output = setup.init(&["--from", "cursor", "--trust-project-servers", "--force"]);
+    assert_ok(&output);
+    let config = assert_reference_chain(&setup);
+    assert_eq!(
+        config.mcp_servers.keys().collect::<Vec<_>>(),
+        ["local", "user"]
+    );
+    assert!(
+        stderr(&output).contains("approved by --trust-project-servers"),
+        "{}",
+        stderr(&output)
+    );
+    // The flag is Cursor's: Claude Code's own approvals decide for .mcp.json.
+    let output = setup.init(&["--from", "claude", "--trust-project-servers", "--force"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("--trust-project-servers goes with --from cursor"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// Every file under `dir`, recursively (links not followed).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("readable") {
+        let path = entry.expect("entry").path();
+        let kind = std::fs::symlink_metadata(&path)
+            .expect("metadata")
+            .file_type();
+        if kind.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn env_and_header_values_stay_out_of_the_working_tree_and_stderr_says_what_to_export() {
+    let setup = Setup::new();
+    std::fs::create_dir(setup.project().join(".git")).expect("a work tree");
+    setup.write(
+        ".claude.json",
+        &json!({"mcpServers": {
+            "docs": {"command": "docs-mcp", "env": {"API_TOKEN": "s3cr3t-value"}},
+            "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"Authorization": "Bearer s3cr3t-header"}},
+        }})
+        .to_string(),
+    );
+    let output = setup.init(&["--from", "claude"]);
+    assert_ok(&output);
+    let config = assert_reference_chain(&setup);
+    for file in files_under(&setup.project()) {
+        let bytes = std::fs::read(&file).expect("readable");
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("s3cr3t"),
+            "{} holds a secret",
+            file.display()
+        );
+    }
+    for printed in [stdout(&output), stderr(&output)] {
+        assert!(!printed.contains("s3cr3t"), "{printed}");
+    }
+    let docs = &config.mcp_servers["docs"];
+    assert!(docs.env.is_empty());
+    assert_eq!(docs.env_vars, ["API_TOKEN"]);
+    let web = &config.mcp_servers["web"];
+    assert_eq!(web.env_http_headers["Authorization"], "WEB_AUTHORIZATION");
+    assert_eq!(config.servers().expect("the servers check").len(), 2);
+    let errors = stderr(&output);
+    let claude_json = setup.home.path().join(".claude.json").display().to_string();
+    for line in [
+        "are not written to ".to_owned(),
+        "Export these where `gatehouse serve` starts".to_owned(),
+        format!("API_TOKEN: the value of env `API_TOKEN` of server `docs` in {claude_json}"),
+        format!(
+            "WEB_AUTHORIZATION: the value of header `Authorization` of server `web` in {claude_json}"
+        ),
+    ] {
+        assert!(errors.contains(&line), "{line}: {errors}");
+    }
+}
+
+#[test]
+fn the_files_gatehouse_writes_in_a_work_tree_are_added_to_its_gitignore_once() {
+    let setup = Setup::new();
+    setup.write(".codex/config.toml", "[mcp_servers.a]\ncommand = \"a\"\n");
+    // Outside a work tree, no .gitignore is made.
+    let output = setup.init(&["--from", "codex"]);
+    assert_ok(&output);
+    assert!(!setup.project().join(".gitignore").exists());
+    assert!(!setup.project().join("gh/.gitignore").exists());
+    assert!(
+        stderr(&output).contains("is not inside a git work tree: no .gitignore written"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Inside one, the lines missing from the root's .gitignore are added.
+    std::fs::create_dir(setup.project().join(".git")).expect("a work tree");
+    let gitignore = setup.write_project(".gitignore", "target/\n/gh/gatehouse.toml");
+    let output = setup.init(&["--from", "codex", "--force"]);
+    assert_ok(&output);
+    let expected = "target/\n/gh/gatehouse.toml\n# gatehouse: local files (gatehouse init)\n\
+                    /gh/modules/allowlist.wasm\n/gh/modules/guardian.wasm\n\
+                    /gh/gatehouse-audit.jsonl\n/gh/gatehouse-trust.toml\n/gh/.gatehouse/\n";
+    assert_eq!(
+        std::fs::read_to_string(&gitignore).expect("written"),
+        expected
+    );
+    assert!(
+        stderr(&output).contains(&format!("added to {}", gitignore.display())),
+        "{}",
+        stderr(&output)
+    );
+    // Again: nothing to add.
+    let output = setup.init(&["--from", "codex", "--force"]);
+    assert_ok(&output);
+    assert_eq!(std::fs::read_to_string(&gitignore).expect("kept"), expected);
+    assert!(
+        stderr(&output).contains("already ignores gatehouse's files"),
+        "{}",
+        stderr(&output)
+    );
+
+    // A .gitignore that links elsewhere is not followed.
+    let elsewhere = setup.write("bashrc", "# mine\n");
+    std::fs::remove_file(&gitignore).expect("removes");
+    std::os::unix::fs::symlink(&elsewhere, &gitignore).expect("symlink");
+    let output = setup.init(&["--from", "codex", "--force"]);
+    assert_ok(&output);
+    assert_eq!(
+        std::fs::read_to_string(&elsewhere).expect("kept"),
+        "# mine\n"
+    );
+    assert!(
+        stderr(&output).contains("not changed (it is a symbolic link or not a regular file); add these lines yourself: /gh/gatehouse.toml"),
+        "{}",
+        stderr(&output)
+    );
 }
