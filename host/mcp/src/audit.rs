@@ -29,6 +29,17 @@
 //! controls, U+2028/9, invisible format characters) are written as `\uXXXX`,
 //! so `tail -f` and `grep` show them as text while parsers read the same
 //! strings.
+//!
+//! Every field a server (or a guest, a model, the client) can make long is
+//! bounded before the record is written ([`bound`]): a request id of more
+//! than 256 characters is recorded as its start and the sha256 of the whole,
+//! names and texts are cut likewise with a mark, and a record still over
+//! 1 MiB is shrunk to its decision; so every record stays a line
+//! [`read`] can read. The line starts with what a reader needs to count a
+//! record even if the rest of it were lost: `time`, `server`, `decided_by`
+//! and `action` (the answer's, as [`read::Action`] names it), then `mode`,
+//! `request_id`, `session`, `turn`, `reason`, `latency_us`, `answer` and
+//! `steps`.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -37,12 +48,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use gatehouse_core::private_fs::{self, Devices};
 use gatehouse_core::sandbox::ModuleReport;
 
+pub mod bound;
 pub mod read;
 
 /// Who decided an elicitation.
@@ -145,8 +158,10 @@ impl From<&ModuleReport> for AuditStep {
     }
 }
 
-/// One audit line ([`read`] reads them back).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One audit line ([`read`] reads them back). Written with its fields in
+/// the order the [module docs](self) give, `action` (derived from `answer`)
+/// after `decided_by`; read back by name, `action` ignored.
+#[derive(Debug, Clone, Deserialize)]
 pub struct AuditRecord {
     /// When the answer was decided (RFC 3339, UTC).
     pub time: String,
@@ -173,6 +188,36 @@ pub struct AuditRecord {
     pub answer: Value,
     /// Total time from receipt to answer, in microseconds.
     pub latency_us: u64,
+}
+
+impl Serialize for AuditRecord {
+    /// `time`, `server`, `decided_by` and `action` first, so that the start
+    /// of a line says when, whose and what even if the rest is lost
+    /// ([`read`] recovers them from an unreadable line); `session` and
+    /// `turn` only when set.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = 10 + usize::from(self.session.is_some()) + usize::from(self.turn.is_some());
+        let mut record = serializer.serialize_struct("AuditRecord", fields)?;
+        record.serialize_field("time", &self.time)?;
+        record.serialize_field("server", &self.server)?;
+        record.serialize_field("decided_by", &self.decided_by)?;
+        record.serialize_field("action", self.action().name())?;
+        record.serialize_field("mode", &self.mode)?;
+        record.serialize_field("request_id", &self.request_id)?;
+        match &self.session {
+            Some(session) => record.serialize_field("session", session)?,
+            None => record.skip_field("session")?,
+        }
+        match &self.turn {
+            Some(turn) => record.serialize_field("turn", turn)?,
+            None => record.skip_field("turn")?,
+        }
+        record.serialize_field("reason", &self.reason)?;
+        record.serialize_field("latency_us", &self.latency_us)?;
+        record.serialize_field("answer", &self.answer)?;
+        record.serialize_field("steps", &self.steps)?;
+        record.end()
+    }
 }
 
 /// The current time as RFC 3339.
@@ -422,9 +467,21 @@ impl AuditLog {
     /// `audit_sync = "always"` also `fdatasync`s it. `Ok`: the whole record
     /// is in the file. `Err`: none of it is (what a short write left is cut
     /// off again), and the caller must not act as if it were audited.
+    ///
+    /// What goes in the line is the record [`bound::bounded`]: over-long
+    /// ids, names and texts cut with a mark and the digest of the whole, and
+    /// a line still over [`bound::MAX_RECORD_BYTES`] written
+    /// [`bound::shrunk`] to its decision.
     pub fn write(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        let mut line = gatehouse_core::escape::to_json_string(record)
-            .map_err(|e| self.error(io::Error::other(e)))?;
+        let record = bound::bounded(record);
+        let serialize = |record: &AuditRecord| {
+            gatehouse_core::escape::to_json_string(record)
+                .map_err(|e| self.error(io::Error::other(e)))
+        };
+        let mut line = serialize(&record)?;
+        if line.len() > bound::MAX_RECORD_BYTES {
+            line = serialize(&bound::shrunk(&record, line.len()))?;
+        }
         line.push('\n');
         let mut state = self.lock();
         let State {
@@ -1102,6 +1159,47 @@ mod tests {
             "the record went to the newest file"
         );
         assert_eq!(whole_records(&std::fs::read(&rotated).expect("read")), 0);
+    }
+
+    /// A 6 MiB id of C1 controls would be written as 18 MiB of `\u0085`,
+    /// over the reader's 16 MiB line limit: it is written cut, with the
+    /// digest of the whole, so the record (an accept) reads back whole,
+    /// and its line starts with when, whose and what.
+    #[test]
+    fn a_record_with_a_six_megabyte_id_is_written_readable() {
+        use sha2::Digest;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open_with(&path, AuditSync::Never).expect("opens");
+        let id = "\u{85}".repeat(3 << 20);
+        let mut written = record(1);
+        written.request_id = Value::String(id.clone());
+        written.reason = "\u{9b}".repeat(1 << 20);
+        log.write(&written).expect("written");
+        let bytes = std::fs::read(&path).expect("read");
+        assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
+        let text = String::from_utf8(bytes).expect("UTF-8");
+        assert!(
+            text.starts_with(&format!(
+                r#"{{"time":"{}","server":"git","decided_by":"person","action":"accept","#,
+                written.time
+            )),
+            "{text:.200}"
+        );
+        let mut reader = read::open(&path).expect("opens");
+        let Some(read::ReadLine::Entry(entry)) = reader.next_line().expect("reads") else {
+            panic!("a whole record");
+        };
+        assert_eq!(entry.record.action(), read::Action::Accept);
+        let Value::String(cut) = &entry.record.request_id else {
+            panic!("a string id");
+        };
+        let digest = hex::encode(sha2::Sha256::digest(id.as_bytes()));
+        assert!(
+            cut.ends_with(&format!("…[cut: {} bytes, sha256:{digest}]", id.len())),
+            "{cut}"
+        );
+        assert!(entry.record.reason.contains(bound::CUT_MARK));
     }
 
     #[test]

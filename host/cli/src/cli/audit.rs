@@ -13,8 +13,8 @@ use clap::ValueEnum;
 use gatehouse_core::escape::{Escaped, escape, to_json_string};
 use gatehouse_mcp::audit::DecidedBy;
 use gatehouse_mcp::audit::read::{
-    self, AuditEntry, AuditFilter, AuditStats, AuditTail, Decider, ReadError, ReadLine, Unreadable,
-    UnreadableLine,
+    self, AuditEntry, AuditFilter, AuditStats, AuditTail, Decider, ReadError, ReadLine, Recovered,
+    Unreadable, UnreadableLine,
 };
 use gatehouse_mcp::config::Config;
 use serde_json::{Value, json};
@@ -31,9 +31,10 @@ const SHORT_DIGEST: usize = 12;
 /// decided, which module and digest, the answer, the latency). Prints a
 /// table (or the records as JSON lines, or counts with `--stats`); filters
 /// combine (all must match). Lines that are not records are counted and
-/// reported on stderr, and the rest is still read. Exits 1 only when the log
-/// cannot be opened or read. Every text field is escaped before it is
-/// printed.
+/// reported on stderr, and the rest is still read; what such a line's start
+/// still says (time, server, decision) is shown and counted as a record
+/// marked unreadable. Exits 1 only when the log cannot be opened or read.
+/// Every text field is escaped before it is printed.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["config", "log"])))]
 pub struct AuditArgs {
@@ -192,11 +193,15 @@ fn list(
         match line {
             Some(ReadLine::Entry(entry)) if filter.matches(&entry) => printer.entry(&entry)?,
             Some(ReadLine::Entry(_)) => {}
-            Some(ReadLine::Unreadable(line)) => unreadable.add(line),
+            Some(ReadLine::Unreadable(line)) => {
+                printer.unreadable(&line, filter)?;
+                unreadable.add(line);
+            }
             None => break,
         }
     }
     if let Some(incomplete) = reader.finish() {
+        printer.unreadable(&incomplete, filter)?;
         unreadable.add(incomplete);
     }
     printer.finish(&unreadable)?;
@@ -283,8 +288,8 @@ impl Stop {
     }
 }
 
-/// Prints the complete lines there are now; hands the unreadable ones to
-/// `bad`.
+/// Prints the complete lines there are now (what an unreadable one still
+/// says too); hands the unreadable ones to `bad`.
 fn drain(
     tail: &mut AuditTail,
     filter: &AuditFilter,
@@ -295,7 +300,10 @@ fn drain(
         match line {
             ReadLine::Entry(entry) if filter.matches(&entry) => printer.entry(&entry)?,
             ReadLine::Entry(_) => {}
-            ReadLine::Unreadable(line) => bad(line),
+            ReadLine::Unreadable(line) => {
+                printer.unreadable(&line, filter)?;
+                bad(line);
+            }
         }
     }
     printer.flush()?;
@@ -351,6 +359,26 @@ impl Printer {
         }
     }
 
+    /// What an unreadable line still says, if it says enough and passes
+    /// the filters: counted, or printed as a row or JSON line marked
+    /// unreadable.
+    fn unreadable(&mut self, line: &UnreadableLine, filter: &AuditFilter) -> io::Result<()> {
+        let Some(recovered) = &line.recovered else {
+            return Ok(());
+        };
+        if !filter.matches_recovered(recovered) {
+            return Ok(());
+        }
+        if let Some(stats) = &mut self.stats {
+            stats.add_recovered(recovered);
+            return Ok(());
+        }
+        match self.format {
+            Format::Json => recovered_json(&mut self.out, line, recovered),
+            Format::Text => recovered_row(&mut self.out, line, recovered),
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
@@ -389,6 +417,77 @@ fn row(out: &mut impl Write, entry: &AuditEntry) -> io::Result<()> {
     )
 }
 
+/// The row of what an unreadable line still says: `?` for what it does
+/// not, `(unreadable)` for the module, and why the line could not be read
+/// as the reason; every field escaped.
+fn recovered_row(
+    out: &mut impl Write,
+    line: &UnreadableLine,
+    recovered: &Recovered,
+) -> io::Result<()> {
+    let request = match &recovered.request_id {
+        Some(Value::String(id)) => id.clone(),
+        Some(other) => other.to_string(),
+        None => "?".to_owned(),
+    };
+    let why = format!(
+        "line {} could not be read ({}); recovered from its start",
+        line.line, line.error
+    );
+    writeln!(
+        out,
+        "{:<20} {:<16} {:<10} {:<6} {:<10} {:<30} {:<7} {:>12}  {}",
+        read::format_time(recovered.time),
+        Escaped(recovered.server.as_deref().unwrap_or("?")),
+        Escaped(&request),
+        Escaped(recovered.mode.as_deref().unwrap_or("?")),
+        recovered.decided_by.map_or("?", DecidedBy::name),
+        decider(&recovered.decider()),
+        recovered.action.map_or("?", read::Action::name),
+        "?",
+        Escaped(&why),
+    )
+}
+
+/// The JSON line of what an unreadable line still says: the fields it
+/// says, and `unreadable` with the line number and why it could not be
+/// read.
+fn recovered_json(
+    out: &mut impl Write,
+    line: &UnreadableLine,
+    recovered: &Recovered,
+) -> io::Result<()> {
+    let mut object = serde_json::Map::new();
+    object.insert(
+        "time".to_owned(),
+        json!(read::format_time_micros(recovered.time)),
+    );
+    if let Some(server) = &recovered.server {
+        object.insert("server".to_owned(), json!(server));
+    }
+    if let Some(by) = recovered.decided_by {
+        object.insert("decided_by".to_owned(), json!(by));
+    }
+    if let Some(action) = recovered.action {
+        object.insert("action".to_owned(), json!(action.name()));
+    }
+    if let Some(mode) = &recovered.mode {
+        object.insert("mode".to_owned(), json!(mode));
+    }
+    if let Some(id) = &recovered.request_id {
+        object.insert("request_id".to_owned(), id.clone());
+    }
+    object.insert(
+        "unreadable".to_owned(),
+        json!({"line": line.line, "error": line.error.to_string()}),
+    );
+    writeln!(
+        out,
+        "{}",
+        to_json_string(&Value::Object(object)).map_err(io::Error::other)?
+    )
+}
+
 /// A module and its short digest, or who decided in its place.
 fn decider(decider: &Decider) -> String {
     match decider {
@@ -396,6 +495,7 @@ fn decider(decider: &Decider) -> String {
             format!("{module} {}", read::short_digest(sha256, SHORT_DIGEST))
         }
         Decider::Host(by) => format!("({by})"),
+        Decider::Unknown => "(unreadable)".to_owned(),
     }
 }
 
@@ -415,7 +515,14 @@ fn stats_text(
     stats: &mut AuditStats,
     unreadable: &Unreadable,
 ) -> io::Result<()> {
-    writeln!(out, "records: {}", stats.records())?;
+    match stats.recovered {
+        0 => writeln!(out, "records: {}", stats.records())?,
+        recovered => writeln!(
+            out,
+            "records: {} ({recovered} recovered from the start of an unreadable line)",
+            stats.records()
+        )?,
+    }
     if unreadable.count > 0 {
         writeln!(out, "unreadable lines: {}", unreadable.count)?;
     }
@@ -480,10 +587,12 @@ fn stats_json(
                 json!({"module": module, "sha256": sha256, "count": count})
             }
             Decider::Host(by) => json!({"decided_by": by, "count": count}),
+            Decider::Unknown => json!({"unknown": true, "count": count}),
         })
         .collect();
     let document = json!({
         "records": stats.records(),
+        "recovered": stats.recovered,
         "unreadable": unreadable.count,
         "latency_us": stats.latency(),
         "servers": stats.servers,

@@ -443,6 +443,92 @@ fn audit_skips_an_over_long_line_and_reads_on() {
     );
 }
 
+/// A record too long to read (17 MiB, hand-written as gatehouse writes a
+/// record: time, server, decided_by and action first) and one cut short
+/// are still counted and shown by what their start says: `--stats` counts
+/// them (and says how many were recovered and how many lines are
+/// unreadable), `--server` and `--format json` show them, marked
+/// unreadable; nothing is dropped unseen. (Before, both were only "lines
+/// that could not be read".)
+#[test]
+fn audit_counts_and_shows_what_an_unreadable_line_still_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let time = read::format_time(SystemTime::now() - Duration::from_secs(60));
+    let mut lines = fixture();
+    // 17 MiB: an id of C1 controls, each written `\u0085`.
+    lines.push(format!(
+        r#"{{"time":"{time}","server":"big","decided_by":"person","action":"accept","mode":"form","request_id":"{}","reason":"r","latency_us":1,"answer":{{"action":"accept"}},"steps":[]}}{}"#,
+        r"\u0085".repeat((17 << 20) / 6 + 1),
+        "\n"
+    ));
+    // Cut short in its steps.
+    lines.push(format!(
+        r#"{{"time":"{time}","server":"cut","decided_by":"guest","action":"decline","mode":"form","request_id":12,"reason":"r","latency_us":1,"answer":{{"action":"decline"}},"steps":[{{"modu{}"#,
+        "\n"
+    ));
+    let log = write_log(dir.path(), "audit.jsonl", &lines);
+
+    let output = audit(&log, &["--stats", "--format", "json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stats: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    assert_eq!(stats["records"], 7, "{stats}");
+    assert_eq!(stats["recovered"], 2, "{stats}");
+    assert_eq!(stats["unreadable"], 4, "{stats}");
+    assert_eq!(stats["servers"]["big"], 1, "{stats}");
+    assert_eq!(stats["servers"]["cut"], 1, "{stats}");
+    assert_eq!(
+        stats["actions"],
+        json!({"accept": 3, "decline": 3, "error": 1}),
+        "{stats}"
+    );
+    assert_eq!(stats["decided_by"]["person"], 2, "{stats}");
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("4 lines could not be read (first at line 3: not JSON")
+            && errors.contains("; 2 recovered from the start of the line"),
+        "{errors}"
+    );
+
+    let output = audit(&log, &["--stats"]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("records: 7 (2 recovered from the start of an unreadable line)"),
+        "{text}"
+    );
+    assert!(text.contains("(unreadable)"), "{text}");
+
+    let output = audit(&log, &["--format", "json", "--server", "big"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let shown: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["action"], "accept");
+    assert_eq!(shown[0]["decided_by"], "person");
+    assert_eq!(shown[0]["unreadable"]["line"], 8);
+    assert_eq!(
+        shown[0]["unreadable"]["error"],
+        "longer than 16777216 bytes"
+    );
+
+    let output = audit(&log, &["--decided-by", "guest"]);
+    let text = stdout(&output);
+    let row = text
+        .lines()
+        .find(|row| row.contains("cut"))
+        .unwrap_or_else(|| panic!("the cut record is shown: {text}"));
+    for part in [
+        "12",
+        "guest",
+        "(unreadable)",
+        "decline",
+        "line 9 could not be read",
+    ] {
+        assert!(row.contains(part), "{part:?} in {row}");
+    }
+}
+
 #[test]
 fn audit_finds_the_log_as_serve_does_and_names_where_the_path_came_from() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -664,5 +750,254 @@ fn audit_follow_applies_filters_and_ends_cleanly_on_sigterm() {
     assert!(
         stderr(&output).contains("2 lines could not be read"),
         "{output:?}"
+    );
+}
+
+/// `hostile-server`, built with the workspace.
+fn hostile_server() -> PathBuf {
+    crate::paths::existing(
+        crate::paths::target().join("debug/hostile-server"),
+        "run `cargo build -p gatehouse-example-servers`",
+    )
+}
+
+/// A config with demo-server `git`, the guardian (config `{}`: plain forms
+/// are left to the person) and a hostile server `name` run with `args`.
+fn config_with_hostile(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let config = crate::gateway::config_with(dir, "{}", "");
+    let rest = std::fs::read_to_string(&config).expect("read config");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.{name}]\ncommand = {command:?}\nargs = {args:?}\ntool_timeout_sec = 120\n\n{rest}",
+            command = hostile_server().display().to_string(),
+        ),
+    )
+    .expect("write config");
+    config
+}
+
+/// `gatehouse serve --config config` over stdio with an upstream client
+/// that answers every form with `{"name": "Ada"}`; its stderr is counted
+/// (and its first 64 KiB kept) by the returned task.
+async fn serve_counting_stderr(
+    config: &Path,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, crate::gateway::Client>,
+    tokio::task::JoinHandle<(usize, Vec<u8>)>,
+) {
+    use rmcp::ServiceExt;
+    use tokio::io::AsyncReadExt;
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(config);
+    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gatehouse starts");
+    let mut stderr = stderr.expect("stderr piped");
+    let counted = tokio::spawn(async move {
+        let (mut total, mut kept) = (0, Vec::new());
+        let mut chunk = vec![0; 64 * 1024];
+        while let Ok(n) = stderr.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            total += n;
+            let room = (64 * 1024usize).saturating_sub(kept.len());
+            kept.extend_from_slice(&chunk[..n.min(room)]);
+        }
+        (total, kept)
+    });
+    let client = crate::gateway::Client {
+        elicitation: true,
+        content: Some(json!({"name": "Ada"})),
+        asked: Default::default(),
+    };
+    let client = tokio::time::timeout(Duration::from_secs(60), client.serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+    (client, counted)
+}
+
+/// The report a call of the hostile server's `go` returns.
+async fn go(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, crate::gateway::Client>,
+    tool: &str,
+) -> Value {
+    let result = client
+        .call_tool(crate::gateway::call(tool, json!({})))
+        .await
+        .expect("go answers");
+    let report = crate::tool_result::result_text(&result);
+    serde_json::from_str(&report).unwrap_or_else(|error| panic!("{error}: {report:.2000}"))
+}
+
+/// A server's request id of 6 MiB of C1 controls (18 MiB once each is
+/// written `\u0085`) on an elicitation the person accepts: the record is
+/// written with the id cut (its start and the sha256 of the whole), so
+/// `gatehouse audit` still counts the accept, and `--server`, `--decided-by`
+/// and `--format json` still show it. (Written whole, the line was over the
+/// reader's 16 MiB limit: `records: 0`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accept_under_a_six_megabyte_id_is_still_counted_and_shown() {
+    use sha2::Digest;
+    const BYTES: usize = 6 << 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with_hostile(
+        dir.path(),
+        "big",
+        &["--mode", "big-id", &BYTES.to_string(), "--name", "big"],
+    );
+    let (client, stderr) = serve_counting_stderr(&config).await;
+    let report = go(&client, "big__go").await;
+    assert_eq!(report["kinds"], json!({"accept": 1}), "{report}");
+    let _ = client.cancel().await;
+    let _ = tokio::time::timeout(Duration::from_secs(30), stderr).await;
+
+    let log = dir.path().join("audit.jsonl");
+    // The id the server sent, as the record names it.
+    let id = format!("big-{}", "\u{85}".repeat((BYTES - 4) / 2));
+    let digest = hex::encode(sha2::Sha256::digest(id.as_bytes()));
+    let mark = format!("…[cut: {} bytes, sha256:{digest}]", id.len());
+
+    for filter in [&["--server", "big"][..], &["--decided-by", "person"][..]] {
+        let mut args = vec!["--stats", "--format", "json"];
+        args.extend_from_slice(filter);
+        let output = audit(&log, &args);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let stats: Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+        assert_eq!(stats["records"], 1, "{filter:?}: {stats}");
+        assert_eq!(stats["actions"], json!({"accept": 1}), "{stats}");
+        assert_eq!(stats["servers"], json!({"big": 1}), "{stats}");
+        assert_eq!(stats["unreadable"], 0, "{stats}");
+    }
+    let output = audit(&log, &["--stats"]);
+    let text = stdout(&output);
+    assert!(text.contains("records: 1\n"), "{text}");
+
+    let output = audit(&log, &["--format", "json", "--server", "big"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["answer"]["action"], "accept");
+    assert_eq!(lines[0]["decided_by"], "person");
+    let recorded = lines[0]["request_id"].as_str().expect("a string id");
+    assert!(recorded.starts_with("big-\u{85}"), "{recorded:.80}");
+    assert!(recorded.ends_with(&mark), "{recorded}");
+    assert!(recorded.chars().count() <= 256, "{}", recorded.len());
+    // The table shows it too, escaped.
+    let output = audit(&log, &["--server", "big"]);
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.contains(r"big-\u{85}"), "{text:.400}");
+    assert!(!text.contains('\u{85}'), "{text:.400}");
+    let raw = std::fs::metadata(&log).expect("the audit log").len();
+    assert!(
+        raw < 64 * 1024,
+        "the records carry no megabytes: {raw} bytes"
+    );
+}
+
+/// Under protocol 2026-07-28 a server may ask only while a request of
+/// gatehouse's to it is in flight (SEP-2260). `hostile-server` asks twenty
+/// times after its call is over, each time under a 1 MiB id of C1 controls:
+/// each request is refused with -32602 under its own id and audited once
+/// (decided by policy, the reason naming SEP-2260, the id cut); gatehouse's
+/// stderr stays small (the id cut, the warnings within a per-server
+/// budget); and the gateway goes on serving. (Refused inside rmcp, they were
+/// never audited, and each logged its whole id: 20 MiB, 60 MiB escaped.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsolicited_requests_are_refused_audited_once_each_and_logged_within_bounds() {
+    const COUNT: usize = 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count = COUNT.to_string();
+    let config = config_with_hostile(
+        dir.path(),
+        "sly",
+        &[
+            "--mode",
+            "unsolicited",
+            &count,
+            "--id-bytes",
+            "1048576",
+            "--protocol",
+            "2026-07-28",
+            "--name",
+            "sly",
+        ],
+    );
+    let (client, stderr) = serve_counting_stderr(&config).await;
+    let first = go(&client, "sly__go").await;
+    assert_eq!(first["mode"], "unsolicited", "{first}");
+
+    // Audited: wait for the lines (up to 20 s; none may come).
+    let sly = || -> Vec<Value> {
+        crate::gateway::audit(dir.path())
+            .into_iter()
+            .filter(|line| line["server"] == "sly")
+            .collect()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while sly().len() < COUNT && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The server got each refusal under its own id, and the gateway still
+    // serves it and the others.
+    let second = go(&client, "sly__go").await;
+    assert_eq!(
+        second["unsolicited"],
+        json!({"sent": COUNT, "answered": COUNT, "kinds": {"error -32602": COUNT}}),
+        "{second:.2000}"
+    );
+    let echo = client
+        .call_tool(crate::gateway::call(
+            "git__echo",
+            json!({"text": "still here"}),
+        ))
+        .await
+        .expect("echo");
+    assert!(crate::tool_result::result_text(&echo).contains("[git] still here"));
+    let _ = client.cancel().await;
+    let (bytes, kept) = tokio::time::timeout(Duration::from_secs(60), stderr)
+        .await
+        .expect("gatehouse exits")
+        .expect("the stderr reader");
+    let kept = String::from_utf8_lossy(&kept);
+    eprintln!("gatehouse wrote {bytes} bytes to stderr:\n{kept:.8000}");
+
+    let lines = sly();
+    assert!(
+        lines.len() == COUNT && bytes < 64 * 1024,
+        "{} of {COUNT} unsolicited requests audited; gatehouse wrote {bytes} bytes to stderr",
+        lines.len()
+    );
+    let ids: std::collections::BTreeSet<String> = lines
+        .iter()
+        .map(|line| line["request_id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(ids.len(), COUNT, "one line per request");
+    for line in &lines {
+        assert_eq!(line["decided_by"], "policy", "{line:.400}");
+        assert_eq!(line["action"], "error", "{line:.400}");
+        assert_eq!(line["answer"]["error"]["code"], -32602, "{line:.400}");
+        assert!(
+            line["reason"]
+                .as_str()
+                .is_some_and(|reason| reason.contains("SEP-2260")),
+            "{line:.400}"
+        );
+        let id = line["request_id"].as_str().expect("a string id");
+        assert!(id.starts_with("u-"), "{id:.40}");
+        assert!(id.contains("…[cut: "), "{id:.400}");
+        assert!(id.chars().count() <= 256);
+    }
+    assert!(
+        kept.contains("sly"),
+        "the refusals are logged: {kept:.4000}"
     );
 }

@@ -10,6 +10,14 @@
 //! it and goes on from there when more arrives; [`AuditReader::finish`]
 //! reports it when nothing more will.
 //!
+//! No line is dropped unseen: an unreadable line is still read for what its
+//! start says ([`recover`]). A record is written with `time`, `server`,
+//! `decided_by` and `action` first, so a line that is too long, cut short or
+//! garbled further on still gives when, whose and what ([`Recovered`], in
+//! [`UnreadableLine::recovered`]), and `gatehouse audit` counts and shows it
+//! as such. Of a line over the limit only its first [`RECOVERY_PREFIX`]
+//! bytes are held.
+//!
 //! [`AuditTail`] follows the file at a path like `tail -F`: when the path
 //! names another file (rotation, then SIGHUP or `gatehouse reload` makes
 //! gatehouse write a new one) it finishes the old one and reads the new one
@@ -53,12 +61,21 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
+use super::bound::{MAX_NAME_CHARS, bound_id, cut};
 use super::{AuditRecord, AuditStep, DecidedBy};
 
 /// The longest line read as a record, 16 MiB (the longest message gatehouse
 /// takes from a stdio server); a longer one is skipped, without being held
 /// in memory, and reported.
 pub const DEFAULT_MAX_LINE: usize = 16 << 20;
+
+/// How much of the start of a line over the limit is kept, to recover what
+/// it says ([`recover`]): 64 KiB.
+pub const RECOVERY_PREFIX: usize = 64 * 1024;
+
+/// The longest JSON value [`recover`] decodes (a string, or the `answer`
+/// whose action it reads); longer ones are skipped.
+const RECOVERED_VALUE: usize = 64 * 1024;
 
 /// How long [`AuditTail`] still reads a file after the path named another:
 /// records gatehouse wrote to the old file just before it reopened.
@@ -104,6 +121,224 @@ pub struct UnreadableLine {
     pub line: u64,
     /// Why it is not a record.
     pub error: LineError,
+    /// What its start still says, when that is at least when and whose or
+    /// what ([`recover`]).
+    pub recovered: Option<Recovered>,
+}
+
+/// What the start of a line that is not a whole record still says: the
+/// fields a record is written with first, as far as they could be read
+/// before the line broke off or went wrong. There is a time and at least
+/// one of the others. Strings are cut to
+/// [`MAX_NAME_CHARS`] and escaped by no one:
+/// escape them before printing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// `time`, parsed.
+    pub time: SystemTime,
+    /// `server`.
+    pub server: Option<String>,
+    /// `decided_by`.
+    pub decided_by: Option<DecidedBy>,
+    /// `action`, or the action of `answer` when the whole answer could be
+    /// read.
+    pub action: Option<Action>,
+    /// `mode`.
+    pub mode: Option<String>,
+    /// `request_id` (a long one cut as the writer cuts it).
+    pub request_id: Option<Value>,
+}
+
+/// What the start of `bytes` (a line, or the first bytes of one; need not
+/// be UTF-8 or whole JSON) says of a record: its top-level members read in
+/// order until one cannot be (the line ends, or goes wrong), and of those,
+/// `time`, `server`, `decided_by`, `action`, `mode`, `request_id` and the
+/// action of `answer`. `None` unless `time` is an RFC 3339 timestamp and
+/// at least one of `server`, `decided_by` or `action` was read: a line that
+/// says no more than that is no record anyone could count.
+///
+/// ```
+/// use gatehouse_mcp::audit::DecidedBy;
+/// use gatehouse_mcp::audit::read::{Action, recover};
+/// let cut = br#"{"time":"2026-05-01T10:00:00Z","server":"git","decided_by":"person","action":"accept","request_id":"\u0085\u0085"#;
+/// let recovered = recover(cut).expect("when, whose and what");
+/// assert_eq!(recovered.server.as_deref(), Some("git"));
+/// assert_eq!(recovered.decided_by, Some(DecidedBy::Person));
+/// assert_eq!(recovered.action, Some(Action::Accept));
+/// assert_eq!(recovered.request_id, None, "cut off inside the id");
+/// assert!(recover(b"not json").is_none());
+/// ```
+pub fn recover(bytes: &[u8]) -> Option<Recovered> {
+    let mut scan = Scanner { bytes, at: 0 };
+    let mut found = Found::default();
+    scan.blank();
+    if scan.eat(b'{') {
+        loop {
+            scan.blank();
+            let Some(key) = scan.string() else { break };
+            scan.blank();
+            if !scan.eat(b':') {
+                break;
+            }
+            scan.blank();
+            let Some(value) = scan.value() else { break };
+            found.take(key, value);
+            scan.blank();
+            if !scan.eat(b',') {
+                break;
+            }
+        }
+    }
+    let time = found.time?;
+    if found.server.is_none() && found.decided_by.is_none() && found.action.is_none() {
+        return None;
+    }
+    Some(Recovered {
+        time,
+        server: found.server,
+        decided_by: found.decided_by,
+        action: found.action,
+        mode: found.mode,
+        request_id: found.request_id,
+    })
+}
+
+/// The members [`recover`] keeps, the first of each.
+#[derive(Default)]
+struct Found {
+    time: Option<SystemTime>,
+    server: Option<String>,
+    decided_by: Option<DecidedBy>,
+    action: Option<Action>,
+    mode: Option<String>,
+    request_id: Option<Value>,
+}
+
+impl Found {
+    /// Keeps `value` (a whole JSON value's bytes) if `key` (a whole JSON
+    /// string's bytes) names a member wanted and not yet seen.
+    fn take(&mut self, key: &[u8], value: &[u8]) {
+        if key.len() > 64 || value.len() > RECOVERED_VALUE {
+            return;
+        }
+        let Ok(key) = serde_json::from_slice::<String>(key) else {
+            return;
+        };
+        let text = || serde_json::from_slice::<String>(value).ok();
+        let name = || text().map(|text| cut(&text, MAX_NAME_CHARS).into_owned());
+        match key.as_str() {
+            "time" if self.time.is_none() => {
+                self.time = text().and_then(|time| humantime::parse_rfc3339(&time).ok());
+            }
+            "server" if self.server.is_none() => self.server = name(),
+            "mode" if self.mode.is_none() => self.mode = name(),
+            "decided_by" if self.decided_by.is_none() => {
+                self.decided_by = text()
+                    .and_then(|by| DecidedBy::ALL.into_iter().find(|known| known.name() == by));
+            }
+            "action" if self.action.is_none() => {
+                self.action = text().and_then(|action| Action::from_name(&action));
+            }
+            "answer" if self.action.is_none() => {
+                self.action = serde_json::from_slice::<Value>(value)
+                    .ok()
+                    .filter(Value::is_object)
+                    .map(|answer| Action::of(&answer));
+            }
+            "request_id" if self.request_id.is_none() => {
+                self.request_id = serde_json::from_slice::<Value>(value)
+                    .ok()
+                    .map(|id| bound_id(&id).into_owned());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Reads JSON tokens off the start of a byte string, without decoding
+/// them; every method answers `None` (or `false`) where the bytes end or are
+/// not what it reads.
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn blank(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let matched = self.peek() == Some(byte);
+        if matched {
+            self.at += 1;
+        }
+        matched
+    }
+
+    /// A whole string token, quotes included.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let start = self.at;
+        if !self.eat(b'"') {
+            return None;
+        }
+        loop {
+            let rest = self.bytes.get(self.at..)?;
+            let stop = memchr::memchr2(b'"', b'\\', rest)?;
+            self.at += stop + 1;
+            if rest[stop] == b'"' {
+                return self.bytes.get(start..self.at);
+            }
+            // A backslash escapes the byte after it.
+            self.at += 1;
+        }
+    }
+
+    /// A whole value: a string, an object or array to its matching end, or
+    /// a literal or number up to the delimiter after it.
+    fn value(&mut self) -> Option<&'a [u8]> {
+        let start = self.at;
+        match self.peek()? {
+            b'"' => self.string(),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match self.peek()? {
+                        b'"' => {
+                            self.string()?;
+                        }
+                        b'{' | b'[' => {
+                            depth += 1;
+                            self.at += 1;
+                        }
+                        b'}' | b']' => {
+                            depth -= 1;
+                            self.at += 1;
+                            if depth == 0 {
+                                return self.bytes.get(start..self.at);
+                            }
+                        }
+                        _ => self.at += 1,
+                    }
+                }
+            }
+            _ => {
+                loop {
+                    match self.peek()? {
+                        b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' => break,
+                        _ => self.at += 1,
+                    }
+                }
+                self.bytes.get(start..self.at)
+            }
+        }
+    }
 }
 
 /// A record read from a line.
@@ -187,10 +422,16 @@ impl<R: BufRead> AuditReader<R> {
             let used = chunk.len() + usize::from(complete);
             if let Some(length) = &mut self.overlong {
                 *length += chunk.len();
+                let room = RECOVERY_PREFIX.saturating_sub(self.partial.len());
+                self.partial
+                    .extend_from_slice(&chunk[..room.min(chunk.len())]);
             } else if self.partial.len() + chunk.len() > self.max_line {
-                // Over the limit: counted from here on, never held.
+                // Over the limit: counted from here on, and only its start
+                // held, to recover what it says.
                 self.overlong = Some(self.partial.len() + chunk.len());
-                self.partial = Vec::new();
+                let mut start = Vec::with_capacity(RECOVERY_PREFIX);
+                start.extend(self.partial.iter().chain(chunk).take(RECOVERY_PREFIX));
+                self.partial = start;
             } else {
                 self.partial.extend_from_slice(chunk);
             }
@@ -205,6 +446,7 @@ impl<R: BufRead> AuditReader<R> {
                         error: LineError::TooLong {
                             limit: self.max_line,
                         },
+                        recovered: recover(&bytes),
                     }),
                     None => parse_line(self.lines, bytes),
                 };
@@ -236,27 +478,34 @@ impl<R: BufRead> AuditReader<R> {
         (length > 0).then(|| UnreadableLine {
             line: self.lines + 1,
             error: LineError::Incomplete { length },
+            recovered: recover(&self.partial),
         })
     }
 }
 
-/// Parses one complete line (without its newline).
+/// Parses one complete line (without its newline); what is not a record is
+/// still read for what its start says.
 fn parse_line(line: u64, bytes: Vec<u8>) -> ReadLine {
-    let unreadable = |error| ReadLine::Unreadable(UnreadableLine { line, error });
+    let unreadable = |error, bytes: &[u8]| {
+        ReadLine::Unreadable(UnreadableLine {
+            line,
+            error,
+            recovered: recover(bytes),
+        })
+    };
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(error) => {
-            return unreadable(LineError::NotUtf8 {
-                valid_up_to: error.utf8_error().valid_up_to(),
-            });
+            let valid_up_to = error.utf8_error().valid_up_to();
+            return unreadable(LineError::NotUtf8 { valid_up_to }, error.as_bytes());
         }
     };
     let record: AuditRecord = match serde_json::from_str(&text) {
         Ok(record) => record,
         Err(error) if error.classify() == serde_json::error::Category::Data => {
-            return unreadable(LineError::NotARecord(error.to_string()));
+            return unreadable(LineError::NotARecord(error.to_string()), text.as_bytes());
         }
-        Err(error) => return unreadable(LineError::NotJson(error.to_string())),
+        Err(error) => return unreadable(LineError::NotJson(error.to_string()), text.as_bytes()),
     };
     match humantime::parse_rfc3339(&record.time) {
         Ok(time) => ReadLine::Entry(Box::new(AuditEntry {
@@ -265,7 +514,7 @@ fn parse_line(line: u64, bytes: Vec<u8>) -> ReadLine {
             record,
             text,
         })),
-        Err(_) => unreadable(LineError::BadTime(record.time)),
+        Err(_) => unreadable(LineError::BadTime(record.time), text.as_bytes()),
     }
 }
 
@@ -469,6 +718,9 @@ fn read_error(path: &Path, source: io::Error) -> ReadError {
 pub struct Unreadable {
     /// How many.
     pub count: u64,
+    /// How many of them still said when, whose and what
+    /// ([`UnreadableLine::recovered`]).
+    pub recovered: u64,
     /// The first.
     pub first: Option<UnreadableLine>,
 }
@@ -477,6 +729,7 @@ impl Unreadable {
     /// Counts `line`.
     pub fn add(&mut self, line: UnreadableLine) {
         self.count += 1;
+        self.recovered += u64::from(line.recovered.is_some());
         if self.first.is_none() {
             self.first = Some(line);
         }
@@ -484,13 +737,22 @@ impl Unreadable {
 }
 
 impl std::fmt::Display for Unreadable {
-    /// `N lines could not be read (first at line L: why)`; the reason may
-    /// quote the line: escape it before printing.
+    /// `N lines could not be read (first at line L: why)`, and `; K
+    /// recovered from the start of the line (time, server, decision) and
+    /// counted` when some were;
+    /// the reason may quote the line: escape it before printing.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let lines = if self.count == 1 { "line" } else { "lines" };
         write!(f, "{} {lines} could not be read", self.count)?;
         if let Some(first) = &self.first {
             write!(f, " (first at line {}: {})", first.line, first.error)?;
+        }
+        if self.recovered > 0 {
+            write!(
+                f,
+                "; {} recovered from the start of the line (time, server, decision) and counted",
+                self.recovered
+            )?;
         }
         Ok(())
     }
@@ -522,6 +784,19 @@ impl Action {
             Action::Error => "error",
             Action::Other => "other",
         }
+    }
+
+    /// The action `name` names (as [`Action::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Action> {
+        [
+            Action::Accept,
+            Action::Decline,
+            Action::Cancel,
+            Action::Error,
+            Action::Other,
+        ]
+        .into_iter()
+        .find(|action| action.name() == name)
     }
 
     /// What `answer` (an audit record's) did.
@@ -588,6 +863,23 @@ pub enum Decider {
     },
     /// The person, a policy, nobody (`unhandled`), or a failure no step shows.
     Host(DecidedBy),
+    /// Not known: the record's line could not be read past its start
+    /// ([`Recovered`]), and a module (or nobody knows who) decided.
+    Unknown,
+}
+
+impl Recovered {
+    /// Who decided, as far as the start of the line says: the person, a
+    /// policy or nobody; [`Decider::Unknown`] when a module decided (its
+    /// steps are further on) or `decided_by` was not read.
+    pub fn decider(&self) -> Decider {
+        match self.decided_by {
+            Some(by @ (DecidedBy::Person | DecidedBy::Policy | DecidedBy::Unhandled)) => {
+                Decider::Host(by)
+            }
+            Some(DecidedBy::Guest | DecidedBy::Failure) | None => Decider::Unknown,
+        }
+    }
 }
 
 /// The first `n` characters of a digest.
@@ -601,6 +893,12 @@ pub fn short_digest(sha256: &str, n: usize) -> &str {
 /// `time` as RFC 3339 to the second, in UTC (`2026-05-01T10:00:00Z`).
 pub fn format_time(time: SystemTime) -> String {
     humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// `time` as RFC 3339 to the microsecond, in UTC, as records write it
+/// (`2026-05-01T10:00:00.000001Z`).
+pub fn format_time_micros(time: SystemTime) -> String {
+    humantime::format_rfc3339_micros(time).to_string()
 }
 
 /// Which records to keep; every filter set must match (AND).
@@ -625,6 +923,20 @@ impl AuditFilter {
             && self
                 .decided_by
                 .is_none_or(|by| by == entry.record.decided_by)
+    }
+
+    /// Whether what an unreadable line still says passes every filter set;
+    /// a filter on what it does not say (a server it was cut off before)
+    /// does not pass.
+    pub fn matches_recovered(&self, recovered: &Recovered) -> bool {
+        self.since.is_none_or(|since| recovered.time >= since)
+            && self
+                .server
+                .as_ref()
+                .is_none_or(|server| recovered.server.as_ref() == Some(server))
+            && self
+                .decided_by
+                .is_none_or(|by| recovered.decided_by == Some(by))
     }
 }
 
@@ -663,9 +975,12 @@ pub fn parse_since(text: &str, now: SystemTime) -> Result<SystemTime, SinceError
 /// Counts over records: by server, action, deciding module (or who decided
 /// when no module did) and `decided_by`, and every record's total latency for
 /// the percentiles. Holds counters and one `u64` per record, never the
-/// records.
+/// records. What an unreadable line still says ([`AuditStats::add_recovered`])
+/// is counted too, under what it says.
 #[derive(Debug, Clone, Default)]
 pub struct AuditStats {
+    /// Records counted from what the start of an unreadable line said.
+    pub recovered: u64,
     /// Records per server.
     pub servers: BTreeMap<String, u64>,
     /// Records per action.
@@ -689,9 +1004,26 @@ impl AuditStats {
         self.sorted = false;
     }
 
-    /// Records counted.
+    /// Counts what an unreadable line still says: under its server, action
+    /// and `decided_by` where it says them, its decider as
+    /// [`Recovered::decider`]; it has no latency.
+    pub fn add_recovered(&mut self, recovered: &Recovered) {
+        self.recovered += 1;
+        if let Some(server) = &recovered.server {
+            *self.servers.entry(server.clone()).or_default() += 1;
+        }
+        if let Some(action) = recovered.action {
+            *self.actions.entry(action).or_default() += 1;
+        }
+        *self.deciders.entry(recovered.decider()).or_default() += 1;
+        if let Some(by) = recovered.decided_by {
+            *self.decided_by.entry(by).or_default() += 1;
+        }
+    }
+
+    /// Records counted, those recovered from unreadable lines included.
     pub fn records(&self) -> u64 {
-        self.latencies_us.len() as u64
+        self.latencies_us.len() as u64 + self.recovered
     }
 
     /// The total latency's percentiles, in microseconds; `None` without
@@ -937,6 +1269,206 @@ mod tests {
             report.starts_with("7 lines could not be read (first at line 2: not JSON"),
             "{report}"
         );
+    }
+
+    /// A line too long to read (17 MiB, hand-written), one cut short, one
+    /// garbled part-way (not UTF-8 after its start), a record of the old
+    /// field order cut after its answer, and a last line without its
+    /// newline: each is reported as unreadable with the time, server and
+    /// decision its start says, and counted as such; a line that says
+    /// nothing is only reported.
+    #[test]
+    fn an_unreadable_line_is_reported_and_counted_with_what_its_start_says() {
+        let time = "2026-05-01T10:00:00.000001Z";
+        let head = |server: &str, by: &str, action: &str| {
+            format!(
+                r#"{{"time":"{time}","server":"{server}","decided_by":"{by}","action":"{action}","mode":"form","request_id":"#
+            )
+        };
+        let mut text = Vec::new();
+        // 1: 17 MiB and more: an id of C1 controls, each written `\u0085`.
+        text.extend_from_slice(head("big", "person", "accept").as_bytes());
+        text.push(b'"');
+        text.extend_from_slice(r"\u0085".repeat((17 << 20) / 6 + 1).as_bytes());
+        text.extend_from_slice(
+            br#"","reason":"r","latency_us":1,"answer":{"action":"accept"},"steps":[]}"#,
+        );
+        text.push(b'\n');
+        // 2: cut short inside its steps.
+        text.extend_from_slice(head("cut", "guest", "decline").as_bytes());
+        text.extend_from_slice(br#"7,"reason":"r","latency_us":1,"answer":{"action":"decline"},"steps":[{"module":"gu"#);
+        text.push(b'\n');
+        // 3: garbled: bytes that are not UTF-8 after its start.
+        text.extend_from_slice(head("garbled", "policy", "cancel").as_bytes());
+        text.extend_from_slice(b"8,\xff\xfe\x00 junk");
+        text.push(b'\n');
+        // 4: the old field order (answer last but for steps), cut in them.
+        text.extend_from_slice(
+            format!(
+                r#"{{"time":"{time}","server":"old","request_id":9,"mode":"form","decided_by":"unhandled","reason":"r","answer":{{"action":"decline"}},"steps":[{{"#
+            )
+            .as_bytes(),
+        );
+        text.push(b'\n');
+        // 5: says nothing.
+        text.extend_from_slice(b"not json\n");
+        // 6: the last line, without its newline.
+        text.extend_from_slice(head("last", "failure", "decline").as_bytes());
+
+        let mut reader = AuditReader::new(&text[..]);
+        let mut bad = Vec::new();
+        while let Some(line) = reader.next_line().expect("reads") {
+            match line {
+                ReadLine::Entry(entry) => panic!("line {} is no record", entry.line),
+                ReadLine::Unreadable(line) => bad.push(line),
+            }
+        }
+        bad.extend(reader.finish());
+        assert_eq!(bad.len(), 6);
+        assert_eq!(
+            bad[0].error,
+            LineError::TooLong {
+                limit: DEFAULT_MAX_LINE
+            }
+        );
+        assert!(
+            matches!(bad[1].error, LineError::NotJson(_)),
+            "{:?}",
+            bad[1]
+        );
+        assert!(
+            matches!(bad[2].error, LineError::NotUtf8 { .. }),
+            "{:?}",
+            bad[2]
+        );
+        assert!(
+            matches!(bad[5].error, LineError::Incomplete { .. }),
+            "{:?}",
+            bad[5]
+        );
+        let at = humantime::parse_rfc3339(time).expect("time");
+        let says = |line: &UnreadableLine| {
+            line.recovered.as_ref().map(|recovered| {
+                assert_eq!(recovered.time, at);
+                (
+                    recovered.server.clone().unwrap_or_default(),
+                    recovered.decided_by,
+                    recovered.action,
+                )
+            })
+        };
+        assert_eq!(
+            says(&bad[0]),
+            Some((
+                "big".to_owned(),
+                Some(DecidedBy::Person),
+                Some(Action::Accept)
+            ))
+        );
+        assert_eq!(
+            bad[0].recovered.as_ref().and_then(|r| r.request_id.clone()),
+            None
+        );
+        assert_eq!(
+            says(&bad[1]),
+            Some((
+                "cut".to_owned(),
+                Some(DecidedBy::Guest),
+                Some(Action::Decline)
+            ))
+        );
+        assert_eq!(
+            bad[1].recovered.as_ref().and_then(|r| r.request_id.clone()),
+            Some(json!(7))
+        );
+        assert_eq!(
+            says(&bad[2]),
+            Some((
+                "garbled".to_owned(),
+                Some(DecidedBy::Policy),
+                Some(Action::Cancel)
+            ))
+        );
+        assert_eq!(
+            says(&bad[3]),
+            Some((
+                "old".to_owned(),
+                Some(DecidedBy::Unhandled),
+                Some(Action::Decline)
+            ))
+        );
+        assert_eq!(says(&bad[4]), None);
+        assert_eq!(
+            says(&bad[5]),
+            Some((
+                "last".to_owned(),
+                Some(DecidedBy::Failure),
+                Some(Action::Decline)
+            ))
+        );
+
+        // Counted: under what they say, and as unreadable.
+        let mut stats = AuditStats::default();
+        let mut tally = Unreadable::default();
+        let only_big = AuditFilter {
+            server: Some("big".to_owned()),
+            ..AuditFilter::default()
+        };
+        let mut big = 0;
+        for line in bad {
+            if let Some(recovered) = &line.recovered {
+                stats.add_recovered(recovered);
+                big += usize::from(only_big.matches_recovered(recovered));
+            }
+            tally.add(line);
+        }
+        assert_eq!(big, 1);
+        assert_eq!((stats.records(), stats.recovered), (5, 5));
+        assert_eq!(stats.actions[&Action::Accept], 1);
+        assert_eq!(stats.actions[&Action::Decline], 3);
+        assert_eq!(stats.servers["big"], 1);
+        assert_eq!(stats.decided_by[&DecidedBy::Person], 1);
+        assert_eq!(stats.deciders[&Decider::Host(DecidedBy::Person)], 1);
+        assert_eq!(
+            stats.deciders[&Decider::Unknown],
+            2,
+            "guest and failure: the module is further on"
+        );
+        assert_eq!(stats.latency(), None, "no latency is made up");
+        assert_eq!((tally.count, tally.recovered), (6, 5));
+        let report = tally.to_string();
+        assert!(
+            report.starts_with("6 lines could not be read (first at line 1: longer than"),
+            "{report}"
+        );
+        assert!(
+            report.contains("; 5 recovered from the start of the line"),
+            "{report}"
+        );
+    }
+
+    /// What the writer writes first is what a reader needs: cut anywhere
+    /// after its first few hundred bytes, a record still says when, whose
+    /// and what.
+    #[test]
+    fn a_written_record_cut_anywhere_after_its_head_still_says_when_whose_and_what() {
+        let mut written = record("git", DecidedBy::Person, 3);
+        written.answer = json!({"action": "accept", "content": {"name": "Ada"}});
+        let line = serde_json::to_string(&written).expect("JSON");
+        assert!(
+            line.starts_with(&format!(
+                r#"{{"time":"{}","server":"git","decided_by":"person","action":"accept","#,
+                written.time
+            )),
+            "{line}"
+        );
+        let head = line.find(r#","mode""#).expect("mode follows action");
+        for end in head..line.len() {
+            let recovered = recover(&line.as_bytes()[..end]).expect("recovered");
+            assert_eq!(recovered.server.as_deref(), Some("git"));
+            assert_eq!(recovered.decided_by, Some(DecidedBy::Person));
+            assert_eq!(recovered.action, Some(Action::Accept));
+        }
     }
 
     #[test]
