@@ -783,3 +783,53 @@ async fn a_stderr_flood_without_newlines_is_drained_in_bounded_memory() {
     assert!(!snapshot.connection(HOSTILE).expect("connected").is_closed());
     setup.demo_still_works().await;
 }
+
+/// Under protocol 2026-07-28 (SEP-2260) a server may ask only while a
+/// request of gatehouse's to it is in flight. Twenty `elicitation/create`s
+/// under 1 MiB ids after the call is over: each is refused with -32602
+/// under its own id before rmcp or the router sees it, and each still gets
+/// its one audit line (in the router's log), its id cut; the servers go on
+/// serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsolicited_elicitations_under_2026_07_28_are_refused_and_each_audited_once() {
+    const COUNT: usize = 20;
+    let _shared = MEMORY.read().await;
+    let count = COUNT.to_string();
+    let setup = Scenario::new(&[
+        "unsolicited",
+        &count,
+        "--id-bytes",
+        "1048576",
+        "--protocol",
+        "2026-07-28",
+    ])
+    .start();
+    let first = setup.go().await;
+    assert_eq!(first["mode"], "unsolicited");
+    eventually("every refusal audited", Duration::from_secs(30), || {
+        setup.audit_lines().len() >= COUNT
+    })
+    .await;
+    let second = setup.go().await;
+    assert_eq!(
+        second["unsolicited"],
+        json!({"sent": COUNT, "answered": COUNT, "kinds": {"error -32602": COUNT}}),
+        "{second:.2000}"
+    );
+    let lines = setup.audit_lines();
+    assert_eq!(lines.len(), COUNT, "one line each, nothing else");
+    for line in &lines {
+        assert_eq!(line["decided_by"], "policy");
+        assert_eq!(line["answer"]["error"]["code"], -32602);
+        assert!(
+            line["reason"]
+                .as_str()
+                .is_some_and(|reason| reason.contains("SEP-2260")),
+            "{line:.400}"
+        );
+        let id = line["request_id"].as_str().unwrap_or_default();
+        assert!(id.starts_with("u-") && id.contains("…[cut: "), "{id:.300}");
+    }
+    assert_eq!(setup.router.in_flight(), 0, "none reached the router");
+    setup.demo_still_works().await;
+}

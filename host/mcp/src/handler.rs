@@ -4,7 +4,10 @@
 //! and `notifications/tools/list_changed` to a callback; the two travel
 //! together as [`ConnectionHooks`]. The router
 //! ([`crate::router::Router`]) is the handler of every connection the
-//! gateway makes; [`DeclineAll`] is the safe default.
+//! gateway makes; [`DeclineAll`] is the safe default. An elicitation the
+//! connection refuses itself, before any handler (one sent outside any
+//! request of gatehouse's under protocol 2026-07-28), is written to the
+//! handler's [`ElicitationHandler::audit_log`].
 
 use std::sync::Arc;
 
@@ -13,12 +16,17 @@ use rmcp::model::{ElicitResult, ElicitationAction, ErrorData, RequestId};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditLog;
+
 /// An elicitation a server sent, as on the wire.
 #[derive(Debug, Clone)]
 pub struct IncomingElicitation {
     /// The configured name of the server.
     pub server: String,
-    /// The JSON-RPC id of the server's request.
+    /// The JSON-RPC id of the server's request; one longer than 256
+    /// characters arrives cut as the audit records it (its start and the
+    /// sha256 of the whole: `connection::inbound`), and the answer goes back
+    /// under the server's own.
     pub request_id: RequestId,
     /// The negotiated protocol version.
     pub protocol_version: String,
@@ -67,6 +75,17 @@ pub trait ElicitationHandler: Send + Sync + 'static {
     /// an id the client does not know).
     fn completed(&self, server: &str, elicitation_id: &str) {
         let _ = (server, elicitation_id);
+    }
+
+    /// The audit log this handler writes its records to, if any. An
+    /// elicitation a connection refuses before it reaches [`elicit`]
+    /// (sent outside any request of gatehouse's, which protocol 2026-07-28
+    /// forbids: `connection::inbound`) is audited there, so that every
+    /// elicitation still gets its one line. The default has none.
+    ///
+    /// [`elicit`]: ElicitationHandler::elicit
+    fn audit_log(&self) -> Option<Arc<AuditLog>> {
+        None
     }
 }
 

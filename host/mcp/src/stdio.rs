@@ -286,44 +286,77 @@ fn log_stderr_line(server: &str, line: &[u8], truncated: bool, budget: &mut Stde
     }
 }
 
-/// A token bucket for stderr lines: [`STDERR_BURST`] at once, then
-/// [`STDERR_LINES_PER_SEC`]; lines over it are counted, and the count is
-/// logged before the next line that fits (and when stderr closes).
-struct StderrBudget {
+/// A token bucket for the log lines one server causes: `burst` at once,
+/// then `per_sec` a second; a line over it is counted in
+/// [`LogBudget::suppressed`], for the caller to report before the next line
+/// that fits. One concept for every per-server flood of log lines: the
+/// server's stderr ([`StderrBudget`]) and the connection's warnings about
+/// requests it refuses (`connection::inbound`) each have one per server.
+pub(crate) struct LogBudget {
     tokens: f64,
     refilled: Instant,
-    suppressed: u64,
+    burst: u32,
+    per_sec: u32,
+    /// Lines not logged since the count was last taken.
+    pub(crate) suppressed: u64,
 }
 
-impl StderrBudget {
-    fn new(now: Instant) -> Self {
-        StderrBudget {
-            tokens: f64::from(STDERR_BURST),
+impl LogBudget {
+    /// A full bucket of `burst` lines, refilled at `per_sec` a second.
+    pub(crate) fn new(burst: u32, per_sec: u32, now: Instant) -> Self {
+        LogBudget {
+            tokens: f64::from(burst),
             refilled: now,
+            burst,
+            per_sec,
             suppressed: 0,
         }
     }
 
-    /// Whether a line may be logged now; counts it when not.
-    fn take(&mut self, server: &str, now: Instant) -> bool {
+    /// Whether a line may be logged now; counts it as suppressed when not.
+    pub(crate) fn allow(&mut self, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
-        self.tokens =
-            (self.tokens + elapsed * f64::from(STDERR_LINES_PER_SEC)).min(f64::from(STDERR_BURST));
+        self.tokens = (self.tokens + elapsed * f64::from(self.per_sec)).min(f64::from(self.burst));
         self.refilled = now;
         if self.tokens < 1.0 {
             self.suppressed += 1;
             return false;
         }
         self.tokens -= 1.0;
+        true
+    }
+
+    /// The lines suppressed since this was last called; the count starts
+    /// again from 0.
+    pub(crate) fn take_suppressed(&mut self) -> u64 {
+        std::mem::take(&mut self.suppressed)
+    }
+}
+
+/// The budget of a server's stderr lines: [`STDERR_BURST`] at once, then
+/// [`STDERR_LINES_PER_SEC`]; lines over it are counted, and the count is
+/// logged before the next line that fits (and when stderr closes).
+struct StderrBudget(LogBudget);
+
+impl StderrBudget {
+    fn new(now: Instant) -> Self {
+        StderrBudget(LogBudget::new(STDERR_BURST, STDERR_LINES_PER_SEC, now))
+    }
+
+    /// Whether a line may be logged now; counts it when not.
+    fn take(&mut self, server: &str, now: Instant) -> bool {
+        if !self.0.allow(now) {
+            return false;
+        }
         self.finish(server);
         true
     }
 
     /// Logs how many lines were suppressed since the last report, if any.
     fn finish(&mut self, server: &str) {
-        if self.suppressed > 0 {
-            tracing::debug!(target: "gatehouse::server", server = %server, suppressed = self.suppressed, "stderr lines not logged: more than {STDERR_BURST} at once or {STDERR_LINES_PER_SEC} a second");
-            self.suppressed = 0;
+        let suppressed = self.0.take_suppressed();
+        if suppressed > 0 {
+            tracing::debug!(target: "gatehouse::server", server = %server, suppressed, "stderr lines not logged: more than {STDERR_BURST} at once or {STDERR_LINES_PER_SEC} a second");
         }
     }
 }
@@ -489,13 +522,13 @@ mod tests {
         let mut budget = StderrBudget::new(start);
         let allowed = (0..1000).filter(|_| budget.take("s", start)).count();
         assert_eq!(allowed, STDERR_BURST as usize);
-        assert_eq!(budget.suppressed, 1000 - STDERR_BURST as u64);
+        assert_eq!(budget.0.suppressed, 1000 - STDERR_BURST as u64);
         // A second later: a second's worth; the first of them reported
         // (and reset) the count suppressed before it.
         let later = start + Duration::from_secs(1);
         let allowed = (0..1000).filter(|_| budget.take("s", later)).count();
         assert_eq!(allowed, STDERR_LINES_PER_SEC as usize);
-        assert_eq!(budget.suppressed, 1000 - allowed as u64);
+        assert_eq!(budget.0.suppressed, 1000 - allowed as u64);
     }
 
     #[tokio::test]

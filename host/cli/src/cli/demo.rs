@@ -102,6 +102,12 @@ impl ElicitationHandler for ByServer {
     fn completed(&self, server: &str, elicitation_id: &str) {
         self.router(server).completed(server, elicitation_id);
     }
+
+    /// Both routers write the one log: what a connection refuses before
+    /// routing is audited there too.
+    fn audit_log(&self) -> Option<Arc<AuditLog>> {
+        self.reference.audit_log()
+    }
 }
 
 fn approval(tool: &str, params: Value) -> Value {

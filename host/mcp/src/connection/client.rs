@@ -6,6 +6,12 @@
 //! back, `notifications/elicitation/complete` to its `completed`, and
 //! `notifications/tools/list_changed` to `on_tools_changed` (marking the
 //! tools stale).
+//!
+//! What arrives here has passed `inbound` first: a server's request id
+//! longer than 256 characters is already the cut the audit records
+//! (`context.id`), and a request sent outside any request of gatehouse's
+//! under protocol 2026-07-28 never arrives (refused, audited and logged
+//! within a budget there, where rmcp would have refused it unaudited).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

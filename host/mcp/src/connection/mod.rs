@@ -7,11 +7,14 @@
 //! ([`crate::handler`]).
 //!
 //! The transports: a stdio child (`crate::stdio`) or streamable HTTP
-//! (`streamable_http`). The rmcp client side, what gatehouse declares and
+//! (`streamable_http`), each behind `inbound` (long request ids cut,
+//! requests sent outside any request of gatehouse's refused and audited
+//! before rmcp sees them). The rmcp client side, what gatehouse declares and
 //! how the server's requests and notifications reach the hooks, is
 //! `client`.
 
 mod client;
+pub mod inbound;
 pub(crate) mod sent_under;
 mod streamable_http;
 
@@ -186,6 +189,11 @@ impl Connection {
         let protocol_version = Arc::new(std::sync::OnceLock::new());
         let tools_stale = Arc::new(AtomicBool::new(false));
         let sent_under = sent_under::SentUnder::default();
+        let inbound = inbound::Context {
+            server: server.clone(),
+            handler: hooks.elicitation.clone(),
+            protocol_version: protocol_version.clone(),
+        };
         let client = ClientSide {
             server: server.clone(),
             lifecycle: config.lifecycle.clone(),
@@ -207,12 +215,15 @@ impl Connection {
         };
         let started = match &config.transport {
             Transport::Stdio { .. } => {
-                let transport = StdioServer::spawn(&config)?;
+                let transport = inbound::Inbound::new(StdioServer::spawn(&config)?, inbound);
                 tokio::time::timeout(timeout, client.serve_with_lifecycle(transport, lifecycle))
                     .await
             }
             Transport::Http { .. } => {
-                let transport = streamable_http::transport(&config, sent_under.clone())?;
+                let transport = inbound::Inbound::new(
+                    streamable_http::transport(&config, sent_under.clone())?,
+                    inbound,
+                );
                 tokio::time::timeout(timeout, client.serve_with_lifecycle(transport, lifecycle))
                     .await
             }

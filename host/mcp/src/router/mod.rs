@@ -744,6 +744,12 @@ impl ElicitationHandler for Arc<Router> {
         );
         self.person.completed(server, elicitation_id);
     }
+
+    /// The router's own log: what a connection refuses before routing (an
+    /// unsolicited request) is audited beside what the router decides.
+    fn audit_log(&self) -> Option<Arc<AuditLog>> {
+        Some(self.audit.clone())
+    }
 }
 
 #[cfg(test)]
