@@ -33,15 +33,14 @@ fn rules_config(dir: &Path) -> PathBuf {
     )
 }
 
-/// Calls `git__rename_branch` on `branch` while `holds` other calls of the
-/// same session are in flight on the same server; returns the rename's text
-/// and its audit line.
-async fn rename_while_holding(
-    dir: &Path,
+/// `gatehouse serve --config config` with a client that takes the person's
+/// questions, and the count of questions it was asked (none, in these tests).
+async fn gateway(
     config: &Path,
-    holds: usize,
-    branch: &str,
-) -> (String, Value) {
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, Client>,
+    Arc<AtomicUsize>,
+) {
     let asked = Arc::new(AtomicUsize::new(0));
     let client = stdio_client(
         config,
@@ -52,6 +51,19 @@ async fn rename_while_holding(
         },
     )
     .await;
+    (client, asked)
+}
+
+/// Calls `git__rename_branch` on `branch` while `holds` other calls of the
+/// same session are in flight on the same server; returns the rename's text
+/// and its audit line.
+async fn rename_while_holding(
+    dir: &Path,
+    config: &Path,
+    holds: usize,
+    branch: &str,
+) -> (String, Value) {
+    let (client, asked) = gateway(config).await;
     let held = tempfile::tempdir().expect("tempdir");
     let mut holding = Vec::new();
     for id in 0..holds {
@@ -273,16 +285,7 @@ async fn ask_approvals(
     count: u32,
     distinct: bool,
 ) -> (String, Vec<Value>) {
-    let asked = Arc::new(AtomicUsize::new(0));
-    let client = stdio_client(
-        config,
-        Client {
-            elicitation: true,
-            content: None,
-            asked: asked.clone(),
-        },
-    )
-    .await;
+    let (client, asked) = gateway(config).await;
     let result = client
         .call_tool(call(
             "git__ask_approvals",
@@ -369,16 +372,7 @@ fn budgeted_config(dir: &Path, endpoint: &str, budget: &str) -> PathBuf {
 /// Makes `calls` separate agent calls of `ask_approvals` (one approval
 /// each) in one gateway; returns each call's text and the audit lines.
 async fn separate_calls(dir: &Path, config: &Path, calls: u32) -> (Vec<String>, Vec<Value>) {
-    let asked = Arc::new(AtomicUsize::new(0));
-    let client = stdio_client(
-        config,
-        Client {
-            elicitation: true,
-            content: None,
-            asked: asked.clone(),
-        },
-    )
-    .await;
+    let (client, asked) = gateway(config).await;
     let mut shown = Vec::new();
     for _ in 0..calls {
         let result = client
