@@ -757,8 +757,9 @@ fn read_answer(text: &str) -> Result<Answer, ParseError> {
 ///   the server-side tool name exactly. Absent: nothing claimed, no finding.
 /// - `meta_tool_params`, when present, must be JSON-equal to the call's
 ///   arguments ([`same_json`]: objects without regard to key order, arrays in
-///   order, strings exactly, integers exactly and never through `f64`, so
-///   `9007199254740992.0` is not `9007199254740993`). Absent or `null`
+///   order, strings exactly, integers exactly and never through `f64`, floats
+///   only against floats, so `9007199254740992.0` is not
+///   `9007199254740993`). Absent or `null`
 ///   on either side counts as `{}`, so a call without arguments matches
 ///   `tool_params: {}`. Arguments that are not JSON cannot match.
 pub fn call_mismatch(

@@ -10,15 +10,18 @@
 use serde_json::Value;
 
 /// JSON equality as a reviewer must read it: objects without regard to key
-/// order, arrays in order, strings exactly, and numbers by exact value:
-/// integers exactly (never through `f64`, so `9007199254740993` is not
-/// `9007199254740992.0`), floats against floats by value, and an integer
-/// equals a float only when the float is exactly that integer (`1` is `1.0`).
+/// order, arrays in order, strings exactly, and numbers exactly: integers
+/// against integers by exact value (never through `f64`, so
+/// `9007199254740993` is not `9007199254740992.0`), floats against floats,
+/// and an integer never equals a float (`1` is not `1.0`: a text that
+/// differs is a different claim, and a float may stand for an integer it
+/// only rounds to).
 ///
 /// ```
 /// use gatehouse_json_match::same_json;
 /// use serde_json::json;
-/// assert!(same_json(&json!({"a": 1, "b": [true]}), &json!({"b": [true], "a": 1.0})));
+/// assert!(same_json(&json!({"a": 1, "b": [true]}), &json!({"b": [true], "a": 1})));
+/// assert!(!same_json(&json!(1), &json!(1.0)));
 /// let big: serde_json::Value = serde_json::from_str("9007199254740993").unwrap();
 /// let near: serde_json::Value = serde_json::from_str("9007199254740992.0").unwrap();
 /// assert!(!same_json(&big, &near));
@@ -43,9 +46,9 @@ pub fn same_json(left: &Value, right: &Value) -> bool {
 fn same_number(left: &serde_json::Number, right: &serde_json::Number) -> bool {
     match (integer(left), integer(right)) {
         (Some(left), Some(right)) => left == right,
-        (Some(whole), None) => right.as_f64().is_some_and(|float| float_is(float, whole)),
-        (None, Some(whole)) => left.as_f64().is_some_and(|float| float_is(float, whole)),
         (None, None) => matches!((left.as_f64(), right.as_f64()), (Some(l), Some(r)) if l == r),
+        // An integer and a float: never the same claim.
+        _ => false,
     }
 }
 
@@ -55,13 +58,6 @@ fn integer(number: &serde_json::Number) -> Option<i128> {
         .as_i64()
         .map(i128::from)
         .or_else(|| number.as_u64().map(i128::from))
-}
-
-/// Whether `float` is exactly the integer `whole`.
-fn float_is(float: f64, whole: i128) -> bool {
-    // Every integral f64 of magnitude below 2^127 converts to i128 exactly;
-    // the range check keeps the cast from saturating.
-    float.fract() == 0.0 && float.abs() < 1.7e38 && float as i128 == whole
 }
 
 #[cfg(test)]
@@ -74,15 +70,21 @@ mod tests {
         let same = |left: &str, right: &str| same_json(&number(left), &number(right));
         assert!(!same("9007199254740993", "9007199254740992.0"));
         assert!(!same("9007199254740992.0", "9007199254740993"));
-        assert!(same("9007199254740992", "9007199254740992.0"));
+        // 9007199254740993.0 is read as the float 2^53: still not the
+        // integer 2^53.
+        assert!(!same("9007199254740993.0", "9007199254740992"));
+        assert!(!same("9007199254740992", "9007199254740992.0"));
+        assert!(same("9007199254740993", "9007199254740993"));
+        assert!(same("18446744073709551615", "18446744073709551615"));
         assert!(!same("18446744073709551615", "18446744073709551616.0"));
         assert!(!same("-9223372036854775808", "9223372036854775808"));
-        assert!(same("1", "1.0"));
-        assert!(same("-0", "0"));
+        assert!(!same("1", "1.0"));
+        assert!(same("1.0", "1.0"));
         assert!(same("0.5", "5e-1"));
         assert!(!same("1.5", "1"));
         assert!(!same("1e300", "1"));
-        assert!(same("[1, {\"a\": 2}]", "[1.0, {\"a\": 2.0}]"));
+        assert!(same("[1, {\"a\": 2.5}]", "[1, {\"a\": 2.5}]"));
+        assert!(!same("[1, {\"a\": 2}]", "[1.0, {\"a\": 2.0}]"));
         assert!(!same("[1, 2]", "[2, 1]"));
         assert!(!same("{\"a\": 1}", "{\"a\": 1, \"b\": 1}"));
     }

@@ -791,16 +791,18 @@ fn equal_parameters_in_another_key_order_are_no_mismatch() {
     let reordered =
         json!({"tags": [2, 1], "options": {"max": 65536, "encoding": "utf-8"}, "path": "notes.md"});
     assert!(call_mismatch(Some("read_file"), Some(&reordered), &call).is_some());
-    // Numbers compare by value.
+    // Numbers compare exactly: integers with integers, floats with floats.
     let call = tool_call(
         "read_file",
-        Some(r#"{"max":1.0,"big":18446744073709551615}"#),
+        Some(r#"{"max":1.5,"big":18446744073709551615}"#),
     );
     assert_eq!(
-        call_mismatch(None, Some(&json!({"max": 1, "big": u64::MAX})), &call),
+        call_mismatch(None, Some(&json!({"max": 1.5, "big": u64::MAX})), &call),
         None
     );
-    assert!(call_mismatch(None, Some(&json!({"max": 1.5, "big": u64::MAX})), &call).is_some());
+    assert!(call_mismatch(None, Some(&json!({"max": 1.25, "big": u64::MAX})), &call).is_some());
+    let call = tool_call("read_file", Some(r#"{"max":1.0}"#));
+    assert!(call_mismatch(None, Some(&json!({"max": 1})), &call).is_some());
 }
 
 #[test]
@@ -812,7 +814,10 @@ fn integers_past_two_to_the_53_compare_exactly() {
     let call = tool_call("transfer", Some(r#"{"amount":9007199254740992.0}"#));
     let claimed: Value = serde_json::from_str(r#"{"amount":9007199254740993}"#).unwrap();
     assert!(call_mismatch(Some("transfer"), Some(&claimed), &call).is_some());
+    // An integer is never a float, even one it equals.
     let claimed: Value = serde_json::from_str(r#"{"amount":9007199254740992}"#).unwrap();
+    assert!(call_mismatch(Some("transfer"), Some(&claimed), &call).is_some());
+    let claimed: Value = serde_json::from_str(r#"{"amount":9007199254740992.0}"#).unwrap();
     assert_eq!(call_mismatch(Some("transfer"), Some(&claimed), &call), None);
 }
 
