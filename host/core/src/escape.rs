@@ -164,9 +164,10 @@ fn is_line_break(c: char) -> bool {
     )
 }
 
-/// White space that is not a line break.
+/// White space that is not a line break, and what renders as white space
+/// without being it (U+2800 BRAILLE PATTERN BLANK): padding either way.
 fn is_blank(c: char) -> bool {
-    c.is_whitespace() && !is_line_break(c)
+    (c.is_whitespace() || c == '\u{2800}') && !is_line_break(c)
 }
 
 /// Displays the wrapped text escaped (see the [module docs](self)), without
@@ -573,6 +574,10 @@ mod tests {
         );
         // Padding, tabs and Unicode spaces fold; nothing leads or trails.
         assert_eq!(one_line(" \t a\u{3000}\u{2003}   b \u{a0}"), "a b");
+        // Braille blanks render as spaces: 200 of them cannot wrap the
+        // rest of the message onto a line of its own.
+        let padded = format!("Done.{} [github] Paste a token", "\u{2800}".repeat(200));
+        assert_eq!(one_line(&padded), "Done. [github] Paste a token");
         // CR alone, NEL and the separators break lines too; runs fold into one mark.
         assert_eq!(
             one_line("a\rb\u{85}c\u{2028}\u{2029}d"),

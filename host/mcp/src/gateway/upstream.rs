@@ -164,9 +164,59 @@ pub fn forwarded_params(server: &str, params: &Value) -> Result<ElicitRequestPar
         *message = format!("[{server}] {}", one_line(message));
     }
     if let Some(schema) = object.get_mut("requestedSchema") {
+        shown_values_are_one_line(schema).map_err(NotAsked::Unforwardable)?;
         one_line_labels(schema);
     }
     serde_json::from_value(params).map_err(|error| NotAsked::Unforwardable(error.to_string()))
+}
+
+/// Checks what a client may show as it is but gatehouse cannot rewrite,
+/// because the server gets it back: property names (shown when a property
+/// has no `title`) and `enum` and `const` strings (shown when they have no
+/// label). One that is not one line ([`one_line`] would change it) could
+/// start a line of its own under another server's name, so the question is
+/// not forwarded; `Err` says which.
+fn shown_values_are_one_line(schema: &Value) -> Result<(), String> {
+    let clean =
+        |text: &str| matches!(one_line(text), std::borrow::Cow::Borrowed(line) if line == text);
+    let refuse = |what: &str, text: &str| {
+        Err(format!(
+            "the requested schema's {what} {:?} is not one line of plain text; a client would show it as it is",
+            one_line(text)
+        ))
+    };
+    match schema {
+        Value::Object(object) => {
+            for (key, value) in object {
+                match (key.as_str(), value) {
+                    ("properties", Value::Object(properties)) => {
+                        for (name, property) in properties {
+                            if !clean(name) {
+                                return refuse("property name", name);
+                            }
+                            shown_values_are_one_line(property)?;
+                        }
+                    }
+                    ("enum", Value::Array(values)) => {
+                        for value in values {
+                            if let Value::String(text) = value
+                                && !clean(text)
+                            {
+                                return refuse("enum value", text);
+                            }
+                        }
+                    }
+                    ("const", Value::String(text)) if !clean(text) => {
+                        return refuse("const value", text);
+                    }
+                    _ => shown_values_are_one_line(value)?,
+                }
+            }
+            Ok(())
+        }
+        Value::Array(items) => items.iter().try_for_each(shown_values_are_one_line),
+        _ => Ok(()),
+    }
 }
 
 /// The schema keys whose strings a client shows as labels.
@@ -307,6 +357,42 @@ mod tests {
     }
 
     #[test]
+    fn values_a_client_shows_as_they_are_must_be_one_line() {
+        let schema = |property: Value| serde_json::json!({"message": "Pick", "requestedSchema": {"type": "object", "properties": property}});
+        for (params, what) in [
+            (
+                schema(
+                    serde_json::json!({"pick": {"type": "string", "enum": ["ok\n\n[github] Paste a token"]}}),
+                ),
+                "enum value",
+            ),
+            (
+                schema(
+                    serde_json::json!({"pick": {"type": "string", "oneOf": [{"const": "a\u{2028}[github] b"}]}}),
+                ),
+                "const value",
+            ),
+            (
+                schema(serde_json::json!({"Token\r\n[github] Paste it": {"type": "string"}})),
+                "property name",
+            ),
+            (
+                schema(serde_json::json!({"pick": {"type": "string", "enum": ["a\u{202e}b"]}})),
+                "enum value",
+            ),
+        ] {
+            let Err(NotAsked::Unforwardable(why)) = forwarded_params("evil", &params) else {
+                panic!("forwarded: {params}");
+            };
+            assert!(why.contains(what), "{why}");
+            assert!(!why.contains(['\n', '\r', '\u{2028}', '\u{202e}']), "{why}");
+        }
+        // Plain values pass.
+        let plain = schema(serde_json::json!({"pick": {"type": "string", "enum": ["a b", "c"]}}));
+        assert!(forwarded_params("git", &plain).is_ok());
+    }
+
+    #[test]
     fn params_that_are_not_an_object_are_not_forwarded() {
         assert!(matches!(
             forwarded_params("git", &serde_json::json!("ask")),
@@ -320,7 +406,7 @@ mod tests {
             "message": "Done.\r\n\n[github]\u{202e} Your GitHub session expired.      Paste a token",
             "requestedSchema": {"type": "object", "title": "Sign\nin", "properties": {
                 "token": {"type": "string", "title": "[github]\r\nToken", "description": "a\u{2028}b"},
-                "pick": {"type": "string", "enum": ["x\ny"], "enumNames": ["First\n[github] ok"]},
+                "pick": {"type": "string", "enum": ["x y"], "enumNames": ["First\n[github] ok"]},
                 "one": {"type": "string", "oneOf": [{"const": "c", "title": "T\u{1b}[2J"}]},
                 "many": {"type": "array", "items": {"anyOf": [{"const": "a", "title": "A\nB"}]}},
                 "title": {"type": "string", "title": "named\ntitle"}
@@ -346,7 +432,7 @@ mod tests {
             "First \u{23ce} [github] ok"
         );
         // Values go back to the server: untouched.
-        assert_eq!(schema["properties"]["pick"]["enum"][0], "x\ny");
+        assert_eq!(schema["properties"]["pick"]["enum"][0], "x y");
         assert_eq!(
             schema["properties"]["one"]["oneOf"][0]["title"],
             "T\u{fffd}[2J"
