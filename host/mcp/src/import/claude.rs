@@ -7,7 +7,9 @@
 //! `disabledMcpjsonServers`. It keeps that state in `~/.claude.json`, under
 //! `projects[<absolute project path>]`, and in its settings files. gatehouse
 //! takes approvals only from the user's own files (`~/.claude.json` and
-//! `~/.claude/settings.json`): the project's `.claude/settings.json` and
+//! `~/.claude/settings.json`, whose approvals hold for every folder and so
+//! count only in one Claude Code trusts: `hasTrustDialogAccepted` in the
+//! project's entry): the project's `.claude/settings.json` and
 //! `.claude/settings.local.json` are inside the project, so a cloned
 //! repository can carry them, and Claude Code honours them only after its
 //! workspace-trust checks, which gatehouse cannot repeat. A denial counts
@@ -28,15 +30,41 @@ const ENABLED: &str = "enabledMcpjsonServers";
 const DISABLED: &str = "disabledMcpjsonServers";
 /// The key approving every project server.
 const ENABLE_ALL: &str = "enableAllProjectMcpServers";
+/// The key of a project's entry recording that the user trusted the folder.
+const TRUST_ACCEPTED: &str = "hasTrustDialogAccepted";
+
+/// Where approval state was found, which decides what its approvals count
+/// for (denials count from anywhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// This project's entry in `~/.claude.json`: Claude Code writes it
+    /// there when the user approves in this folder.
+    Project,
+    /// The user's `~/.claude/settings.json`: it approves in every folder,
+    /// but Claude Code runs nothing in one the user has not trusted.
+    UserSettings,
+    /// A settings file inside the project: a cloned repository can carry
+    /// it, so its approvals are not taken.
+    InsideProject,
+}
 
 /// Claude Code's approval state for one project, from every file that
 /// holds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Approvals {
-    /// Approved names, each with where (the user's files only).
+    /// Approved names, each with where (this project's entry in
+    /// `~/.claude.json`).
     enabled: BTreeMap<String, String>,
-    /// Where `enableAllProjectMcpServers` is set (the user's files only).
+    /// Where `enableAllProjectMcpServers` is set (this project's entry).
     all: Option<String>,
+    /// Approved names in the user's settings, which hold for every folder
+    /// Claude Code trusts: taken only when it trusts this one.
+    settings_enabled: BTreeMap<String, String>,
+    /// Where the user's settings set `enableAllProjectMcpServers`.
+    settings_all: Option<String>,
+    /// Where `~/.claude.json` records that the user accepted Claude Code's
+    /// trust dialog for this folder (`hasTrustDialogAccepted`).
+    trusted: Option<String>,
     /// Rejected names, each with where (any file).
     disabled: BTreeMap<String, String>,
     /// Approvals found in the project's own settings files, not honoured.
@@ -74,7 +102,12 @@ impl Approvals {
                         claude_json.display(),
                         Value::String(key.to_owned())
                     );
-                    approvals.take(entry, &place, true);
+                    if entry.get(TRUST_ACCEPTED) == Some(&Value::Bool(true))
+                        && approvals.trusted.is_none()
+                    {
+                        approvals.trusted = Some(place.clone());
+                    }
+                    approvals.take(entry, &place, Scope::Project);
                 }
             }
             Err(why) => approvals.unreadable = Some(why),
@@ -96,9 +129,14 @@ impl Approvals {
         if user {
             self.looked.push(path.display().to_string());
         }
+        let scope = if user {
+            Scope::UserSettings
+        } else {
+            Scope::InsideProject
+        };
         match read_source(path) {
             Ok(None) => {}
-            Ok(Some(value)) => self.take(&value, &path.display().to_string(), user),
+            Ok(Some(value)) => self.take(&value, &path.display().to_string(), scope),
             Err(why) => {
                 if self.unreadable.is_none() {
                     self.unreadable = Some(why);
@@ -107,9 +145,9 @@ impl Approvals {
         }
     }
 
-    /// Records the state `entry` holds, found at `place`; approvals count
-    /// only when `user` (a file the project does not control).
-    fn take(&mut self, entry: &Value, place: &str, user: bool) {
+    /// Records the state `entry` holds, found at `place` in `scope`:
+    /// denials count from anywhere, approvals by scope (see [`Scope`]).
+    fn take(&mut self, entry: &Value, place: &str, scope: Scope) {
         for name in names(entry, DISABLED) {
             self.disabled
                 .entry(name.to_owned())
@@ -117,12 +155,21 @@ impl Approvals {
         }
         let approving = names(entry, ENABLED).map(str::to_owned).collect::<Vec<_>>();
         let all = entry.get(ENABLE_ALL) == Some(&Value::Bool(true));
-        if user {
+        if scope == Scope::Project {
             for name in approving {
                 self.enabled.entry(name).or_insert_with(|| place.to_owned());
             }
             if all && self.all.is_none() {
                 self.all = Some(place.to_owned());
+            }
+        } else if scope == Scope::UserSettings {
+            for name in approving {
+                self.settings_enabled
+                    .entry(name)
+                    .or_insert_with(|| place.to_owned());
+            }
+            if all && self.settings_all.is_none() {
+                self.settings_all = Some(place.to_owned());
             }
         } else {
             for name in approving {
@@ -151,6 +198,26 @@ impl Approvals {
         }
         if let Some(place) = &self.all {
             return Verdict::Approved(format!("{ENABLE_ALL} in {place}"));
+        }
+        let in_settings = self
+            .settings_enabled
+            .get(name)
+            .map(|place| format!("{ENABLED} in {place}"))
+            .or_else(|| {
+                self.settings_all
+                    .as_ref()
+                    .map(|place| format!("{ENABLE_ALL} in {place}"))
+            });
+        if let Some(approval) = in_settings {
+            return match &self.trusted {
+                Some(trusted) => Verdict::Approved(format!(
+                    "{approval}, for a folder Claude Code trusts ({TRUST_ACCEPTED} in {trusted})"
+                )),
+                None => Verdict::Refused(format!(
+                    "{approval} holds only in folders Claude Code trusts, and it has not trusted this one (no {TRUST_ACCEPTED} in {})",
+                    self.looked.first().map_or("~/.claude.json", String::as_str)
+                )),
+            };
         }
         let mut why = format!(
             "not approved in Claude Code (neither {ENABLED} nor {ENABLE_ALL} in {})",
@@ -304,6 +371,44 @@ mod tests {
         assert!(
             why.contains("settings.local.json is inside the project"),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn the_users_settings_approve_only_in_a_folder_claude_code_trusts() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        let p = project.path().display().to_string();
+        write(
+            &home.path().join(".claude/settings.json"),
+            &json!({ENABLE_ALL: true, ENABLED: ["named"]}),
+        );
+        // A fresh clone: Claude Code was never opened there.
+        let approvals = Approvals::load(home.path(), project.path());
+        for name in ["helper", "named"] {
+            let Verdict::Refused(why) = approvals.verdict(name) else {
+                panic!("{name} approved in a folder Claude Code never trusted");
+            };
+            assert!(why.contains("has not trusted this one"), "{why}");
+        }
+        // Opened, but the trust dialog not accepted: still nothing.
+        write(
+            &home.path().join(".claude.json"),
+            &json!({"projects": {p.clone(): {TRUST_ACCEPTED: false}}}),
+        );
+        let approvals = Approvals::load(home.path(), project.path());
+        assert!(matches!(approvals.verdict("helper"), Verdict::Refused(_)));
+        // Trusted: the user's settings hold.
+        write(
+            &home.path().join(".claude.json"),
+            &json!({"projects": {p: {TRUST_ACCEPTED: true}}}),
+        );
+        let approvals = Approvals::load(home.path(), project.path());
+        assert!(
+            matches!(approvals.verdict("named"), Verdict::Approved(why) if why.contains(ENABLED) && why.contains(TRUST_ACCEPTED))
+        );
+        assert!(
+            matches!(approvals.verdict("helper"), Verdict::Approved(why) if why.contains(ENABLE_ALL))
         );
     }
 
