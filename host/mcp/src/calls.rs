@@ -318,10 +318,10 @@ pub enum Related {
     /// first, when several are alike) a tool-call approval describes.
     Call(Arc<UpstreamCall>),
     /// No call can be named: none in flight, or several and no claim to
-    /// pick one by.
+    /// pick one by (an elicitation that is no tool-call approval).
     Unknown,
     /// A tool-call approval that describes none of the `in_flight` calls in
-    /// flight on the server (two or more): declined unreviewed.
+    /// flight on the server (none, or two or more): declined unreviewed.
     Unmatched {
         /// How many calls were in flight on the server.
         in_flight: usize,
@@ -403,8 +403,9 @@ impl Calls {
     /// call `sent_under` names, if it is in flight on `server` (then it is
     /// the binding too); else the one call in flight; with several, the first
     /// that `claim` describes ([`Claim::describes`]), or
-    /// [`Related::Unmatched`] when it describes none; without a claim,
-    /// [`Related::Unknown`].
+    /// [`Related::Unmatched`] when it describes none; with none in flight, a
+    /// claim is [`Related::Unmatched`] too (it describes no call the agent
+    /// made); without a claim, [`Related::Unknown`].
     pub fn bind_claim(
         &self,
         server: &str,
@@ -419,7 +420,10 @@ impl Calls {
             return (Binding::Call(call.clone()), Related::Call(call.clone()));
         }
         let related = match (calls, claim) {
-            ([], _) => Related::Unknown,
+            // A tool-call approval while the agent has no call on this
+            // server describes no call it made.
+            ([], Some(_)) => Related::Unmatched { in_flight: 0 },
+            ([], None) => Related::Unknown,
             ([(_, call)], _) => Related::Call(call.clone()),
             (_, None) => Related::Unknown,
             (_, Some(claim)) => calls.iter().find(|(_, call)| claim.describes(call)).map_or(
@@ -680,6 +684,28 @@ mod tests {
             Related::Unmatched { in_flight: 2 },
             "a resource read is no tool call"
         );
+    }
+
+    #[test]
+    fn a_claim_with_no_call_in_flight_is_unmatched() {
+        let calls = Arc::new(Calls::default());
+        let claim = approval("run".into(), serde_json::json!({"x": "ls"}));
+        assert_eq!(
+            calls.bind_claim("git", Some(&claim), None).1,
+            Related::Unmatched { in_flight: 0 }
+        );
+        // A call that has ended no longer counts.
+        drop(calls.begin(tool_call(
+            SessionId::next(),
+            "run",
+            serde_json::json!({"x": "ls"}),
+        )));
+        assert_eq!(
+            calls.bind_claim("git", Some(&claim), None).1,
+            Related::Unmatched { in_flight: 0 }
+        );
+        // Something that is no tool-call approval is just unknown.
+        assert_eq!(calls.bind_claim("git", None, None).1, Related::Unknown);
     }
 
     #[test]

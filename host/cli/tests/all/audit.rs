@@ -753,14 +753,6 @@ fn audit_follow_applies_filters_and_ends_cleanly_on_sigterm() {
     );
 }
 
-/// `hostile-server`, built with the workspace.
-fn hostile_server() -> PathBuf {
-    crate::paths::existing(
-        crate::paths::target().join("debug/hostile-server"),
-        "run `cargo build -p gatehouse-example-servers`",
-    )
-}
-
 /// A config with demo-server `git`, the guardian (config `{}`: plain forms
 /// are left to the person) and a hostile server `name` run with `args`.
 fn config_with_hostile(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
@@ -770,7 +762,7 @@ fn config_with_hostile(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
         &config,
         format!(
             "[mcp_servers.{name}]\ncommand = {command:?}\nargs = {args:?}\ntool_timeout_sec = 120\n\n{rest}",
-            command = hostile_server().display().to_string(),
+            command = crate::paths::hostile_server().display().to_string(),
         ),
     )
     .expect("write config");

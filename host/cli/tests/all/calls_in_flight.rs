@@ -420,3 +420,53 @@ async fn a_spent_model_budget_fails_closed_and_the_audit_names_the_limit() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_asked_after_its_call_ended_never_reaches_the_model() {
+    // hostile-server answers `go`, then, with nothing of the agent's in
+    // flight, asks approval of `go`: it describes no call the agent is
+    // making, so the router declines it before the model guardian (whose
+    // model would otherwise be shown the server's claimed arguments).
+    let stub = ModelStub::with_default(Vec::new(), Step::verdict("allow"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = model_config(dir.path(), &stub.base_url(), 30);
+    let text = std::fs::read_to_string(&config).expect("read config");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.sly]\ncommand = {command:?}\n\
+             args = [\"--mode\", \"unsolicited\", \"--approval\", \"--name\", \"sly\"]\n\n{text}",
+            command = crate::paths::hostile_server().display().to_string(),
+        ),
+    )
+    .expect("write config");
+    let (client, asked) = gateway(&config).await;
+    client
+        .call_tool(call("sly__go", json!({})))
+        .await
+        .expect("go");
+    let sly = || -> Vec<Value> {
+        audit(dir.path())
+            .into_iter()
+            .filter(|line| line["server"] == "sly")
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sly().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.cancel().await.expect("close");
+    let lines = sly();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["decided_by"], "policy", "{line}");
+    assert_eq!(line["answer"]["action"], "decline", "{line}");
+    assert!(
+        line["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("no call in flight")),
+        "{line}"
+    );
+    assert_eq!(stub.request_count(), 0, "the model saw the server's claim");
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the person was asked");
+}

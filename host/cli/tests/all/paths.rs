@@ -33,6 +33,14 @@ pub fn demo_server() -> PathBuf {
 /// A built guest (see `.ci/build-guests`): `<name>.wasm` in
 /// `GATEHOUSE_GUESTS_DIR`, else in `wasm32-wasip2/guest` of the target
 /// directory.
+/// `hostile-server`, built with the workspace.
+pub fn hostile_server() -> PathBuf {
+    existing(
+        target().join("debug/hostile-server"),
+        "run `cargo build -p gatehouse-example-servers`",
+    )
+}
+
 pub fn guest(name: &str) -> PathBuf {
     let dir = std::env::var_os("GATEHOUSE_GUESTS_DIR")
         .map_or_else(|| target().join("wasm32-wasip2/guest"), PathBuf::from);

@@ -108,10 +108,16 @@ impl Decided {
     /// a message for the agent, so that a second call in flight never
     /// switches off the comparison of claim and call.
     pub(super) fn unmatched(in_flight: usize) -> Self {
-        let finding = format!(
-            "the approval request's tool_name and tool_params describe none of the {in_flight} \
-             calls in flight on this server"
-        );
+        let finding = if in_flight == 0 {
+            "the approval request names a tool call, but the agent has no call in flight on this \
+             server"
+                .to_owned()
+        } else {
+            format!(
+                "the approval request's tool_name and tool_params describe none of the {in_flight} \
+                 calls in flight on this server"
+            )
+        };
         let message = format!("{UNMATCHED_HEADLINE}\nReason: {finding}\n{UNMATCHED_INSTRUCTIONS}");
         let answer = ElicitAnswer::automated(&Decision::Decline {
             message: Some(message),
