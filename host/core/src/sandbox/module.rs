@@ -29,6 +29,10 @@ const HOSTCALL_SLACK: usize = 4096;
 /// The text of wasmtime's error when a guest hands the host more data than
 /// the hostcall fuel allows.
 const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+/// wasmtime's message when a store's component handles run out
+/// (`Store::set_max_component_handles`); like the one above, a message is
+/// the only handle on it.
+const STORE_HANDLE_LIMIT: &str = "store handle limit exceeded";
 
 /// What a module says about itself (`describe`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -443,6 +447,10 @@ impl ReviewerModule {
             ReviewState::new(self.name.clone(), limits, deadline),
         );
         store.limiter(|state| &mut state.limiter);
+        // The guest's own handles (`resource.new`, and every host resource
+        // handed to it) live in host-side tables wasmtime caps per store at
+        // 100,000 by default: the same cap as the host's resource table.
+        store.set_max_component_handles(limits.handles());
         // The deadline thread starts a new epoch when a review in flight
         // reaches its deadline; at each, this review stops if its own deadline
         // has passed and otherwise runs on to the next.
@@ -482,6 +490,11 @@ impl ReviewerModule {
         // wasmtime's error for exhausted hostcall fuel is a private type;
         // its message is the only handle on it.
         let text = format!("{error:#}");
+        if text.contains(STORE_HANDLE_LIMIT) {
+            return ReviewFailure::Handles {
+                limit: limits.handles(),
+            };
+        }
         if text.contains(HOSTCALL_FUEL_EXHAUSTED) {
             return ReviewFailure::OutputTooLarge {
                 limit: limits.output_bytes().max(limits.log_bytes()),
@@ -502,5 +515,37 @@ impl ReviewerModule {
             None if instantiating => ReviewFailure::Instantiate(format!("{error:#}")),
             None => ReviewFailure::Trap(format!("{error:#}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Limits, Sandbox};
+
+    /// The built reference guardian (`.ci/build-guests`).
+    fn guardian() -> std::path::PathBuf {
+        let guests = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(
+                || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+                std::path::PathBuf::from,
+            )
+            .join("wasm32-wasip2/guest");
+        guests.join("gatehouse_guardian.wasm")
+    }
+
+    #[test]
+    fn a_review_store_caps_the_guests_own_handles_at_the_handle_limit() {
+        // `resource.new` fills wasmtime's host-side handle tables with no
+        // host code in the loop; the store-wide cap bounds it like the host's
+        // resource table (`handle-flood` in tests/hostile_guests.rs proves
+        // the latter end to end).
+        let limits = Limits::builder().handles(300).build();
+        let sandbox = Sandbox::new(limits).expect("a sandbox");
+        let module = sandbox
+            .load_file(guardian(), None)
+            .expect("run .ci/build-guests: the guardian loads");
+        let store = module.store();
+        assert_eq!(store.max_component_handles(), 300);
+        assert_eq!(store.data().table_capacity(), 300);
     }
 }

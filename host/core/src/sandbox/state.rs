@@ -159,6 +159,12 @@ impl ReviewState {
         }
     }
 
+    /// The most entries the review's resource table may hold.
+    #[cfg(test)]
+    pub(crate) fn table_capacity(&self) -> usize {
+        self.table.max_capacity()
+    }
+
     /// The review's resource table (what WASI's pollables and streams live in).
     pub(crate) fn table(&mut self) -> &mut ResourceTable {
         &mut self.table
