@@ -333,8 +333,9 @@ impl ModelGrant {
     }
 
     /// Asks the model within the grant's budget: a call the budget refuses
-    /// is answered [`ModelError::OverBudget`] (no attempt made); the tokens
-    /// of one that is sent are counted when it returns.
+    /// is answered [`ModelError::OverBudget`] (no attempt made); one that is
+    /// sent counts each of its attempts as a call, and its tokens, when it
+    /// returns.
     pub fn complete(
         &self,
         request: &CompletionRequest,
@@ -348,7 +349,10 @@ impl ModelGrant {
             return ModelReply::failed(ModelError::OverBudget(limit), 0);
         }
         let reply = self.model.complete(request, deadline, cancel);
-        ledger.spent(spent_tokens(request, &reply), Instant::now());
+        // Every HTTP request counts: the admitted call is one, retries more.
+        let now = Instant::now();
+        ledger.retried(reply.attempts.saturating_sub(1), now);
+        ledger.spent(spent_tokens(request, &reply), now);
         reply
     }
 
@@ -373,31 +377,33 @@ impl ModelGrant {
     }
 }
 
-/// The tokens a call spent: what the provider reported, else a token per
-/// four bytes of prompt and answer (at least one for a call that was sent).
+/// The tokens a call spent: for the attempt that answered, what the
+/// provider reported (else a token per four bytes of prompt and answer);
+/// for every attempt that failed, the prompt's estimate (it was sent).
 fn spent_tokens(request: &CompletionRequest, reply: &ModelReply) -> u64 {
-    if reply.attempts == 0 {
-        return 0;
-    }
     let estimate = |bytes: usize| u64::try_from(bytes.div_ceil(4)).unwrap_or(u64::MAX);
     let prompt_bytes: usize = request
         .messages
         .iter()
         .map(|message| message.content.len())
         .sum();
-    let (input, output) = match &reply.result {
+    let prompt = estimate(prompt_bytes).max(1);
+    let (answered, last) = match &reply.result {
         Ok(completion) => (
-            completion.input_tokens.map(u64::from),
-            Some(
-                completion
-                    .output_tokens
-                    .map_or_else(|| estimate(completion.text.len()), u64::from),
-            ),
+            1,
+            completion
+                .input_tokens
+                .map_or(prompt, u64::from)
+                .saturating_add(
+                    completion
+                        .output_tokens
+                        .map_or_else(|| estimate(completion.text.len()), u64::from),
+                ),
         ),
-        Err(_) => (None, None),
+        Err(_) => (0, 0),
     };
-    let input = input.unwrap_or_else(|| estimate(prompt_bytes));
-    input.saturating_add(output.unwrap_or(0)).max(1)
+    let failed = u64::from(reply.attempts.saturating_sub(answered));
+    prompt.saturating_mul(failed).saturating_add(last)
 }
 
 /// Cancels what a review is waiting for: set by whoever owns the
@@ -506,4 +512,63 @@ pub struct ModelCallRecord {
     /// when the model's budget did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model_budget::ModelBudget;
+
+    /// Fails after three attempts, as a provider that keeps timing out.
+    struct Flaky;
+
+    impl Model for Flaky {
+        fn complete(&self, _: &CompletionRequest, _: Instant, _: &Cancel) -> ModelReply {
+            ModelReply::failed(ModelError::Transient("502".into()), 3)
+        }
+    }
+
+    #[test]
+    fn a_grant_charges_its_budget_for_every_attempt_and_refuses_past_it() {
+        let grant = ModelGrant::new("m", Arc::new(Flaky)).with_budget(ModelBudget::new(
+            4,
+            u64::MAX,
+            Duration::from_secs(3600),
+        ));
+        let request = CompletionRequest::new(vec![Message::user("x".repeat(4000))]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let first = grant.complete(&request, deadline, Cancel::never());
+        assert_eq!(first.attempts, 3);
+        // Three requests of four: one more call is admitted, and it too
+        // makes three, so the next is refused unsent.
+        let second = grant.complete(&request, deadline, Cancel::never());
+        assert_eq!(second.attempts, 3);
+        let third = grant.complete(&request, deadline, Cancel::never());
+        assert_eq!(third.attempts, 0);
+        assert!(
+            matches!(&third.result, Err(ModelError::OverBudget(limit)) if limit.contains("budget.calls")),
+            "{third:?}"
+        );
+    }
+
+    #[test]
+    fn failed_attempts_spend_their_prompts_tokens() {
+        let grant = ModelGrant::new("m", Arc::new(Flaky)).with_budget(ModelBudget::new(
+            100,
+            3_000,
+            Duration::from_secs(3600),
+        ));
+        // 4,000 bytes: about 1,000 tokens a prompt, three prompts sent.
+        let request = CompletionRequest::new(vec![Message::user("x".repeat(4000))]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            grant.complete(&request, deadline, Cancel::never()).attempts,
+            3
+        );
+        let refused = grant.complete(&request, deadline, Cancel::never());
+        assert!(
+            matches!(&refused.result, Err(ModelError::OverBudget(limit)) if limit.contains("budget.tokens")),
+            "{refused:?}"
+        );
+    }
 }

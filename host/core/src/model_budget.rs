@@ -3,10 +3,12 @@
 //! ([`ModelGrant::with_budget`](crate::model::ModelGrant::with_budget)).
 //!
 //! A call is admitted ([`BudgetLedger::admit`]) before it is sent and counts
-//! from then on, whether it answers or fails; its tokens are counted when it
-//! returns ([`BudgetLedger::spent`]): the tokens the provider reported, or,
-//! when it reported none, an estimate of a token per four bytes of prompt and
-//! answer. A call is refused while the window already holds the most calls
+//! from then on, whether it answers or fails; when it returns, each retry
+//! counts as a call more ([`BudgetLedger::retried`]) and its tokens are
+//! counted ([`BudgetLedger::spent`]): the tokens the provider reported for
+//! the answer, or, when it reported none, an estimate of a token per four
+//! bytes of prompt and answer, and the prompt's estimate for each failed
+//! attempt. A call is refused while the window already holds the most calls
 //! or at least the most tokens, so the token limit can be passed by at most
 //! the calls in flight when it is reached (each bounded by the grant's
 //! `max_output_tokens` and the prompt caps). A refused call is answered
@@ -155,6 +157,19 @@ impl BudgetLedger {
         Ok(())
     }
 
+    /// Counts `retries` more requests an admitted call made (its attempts
+    /// past the first), at `now`: each costs the budget a call.
+    pub fn retried(&self, retries: u32, now: Instant) {
+        if retries == 0 {
+            return;
+        }
+        let mut spent = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
+        spent.forget_before(now.checked_sub(self.budget.window));
+        spent
+            .calls
+            .extend(std::iter::repeat_n(now, retries as usize));
+    }
+
     /// Counts `tokens` spent by a call that returned at `now`.
     pub fn spent(&self, tokens: u64, now: Instant) {
         if tokens == 0 {
@@ -222,6 +237,16 @@ mod tests {
             "[models.m] budget.tokens: the model spent 1000 of its 1000 tokens in the last 1h"
         );
         assert!(ledger.admit("m", start + Duration::from_secs(3601)).is_ok());
+    }
+
+    #[test]
+    fn retries_count_as_calls() {
+        let ledger = BudgetLedger::new(ModelBudget::new(3, u64::MAX, Duration::from_secs(60)));
+        let now = Instant::now();
+        assert!(ledger.admit("m", now).is_ok());
+        // That call took three attempts: the budget is spent.
+        ledger.retried(2, now);
+        assert!(ledger.admit("m", now).is_err());
     }
 
     #[test]
