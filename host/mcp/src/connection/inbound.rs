@@ -171,16 +171,35 @@ fn method(request: &ServerRequest) -> &'static str {
 
 impl<T: Transport<RoleClient>> Inbound<T> {
     /// Looks at one message from the server: notes answers to gatehouse's
-    /// requests (and the protocol the `initialize` result names), cuts long
+    /// requests (and the protocol the `initialize` or `server/discover`
+    /// result settles), cuts long
     /// ids, and refuses an unsolicited request.
     fn inspect(&mut self, message: &mut ServerJsonRpcMessage) -> Inspected {
         match message {
             JsonRpcMessage::Response(response) => {
-                if let ServerResult::InitializeResult(result) = &response.result {
-                    let _ = self
-                        .context
-                        .protocol_version
-                        .set(result.protocol_version.to_string());
+                match &response.result {
+                    ServerResult::InitializeResult(result) => {
+                        let _ = self
+                            .context
+                            .protocol_version
+                            .set(result.protocol_version.to_string());
+                    }
+                    // The discover handshake (2026-07-28) settles on the one
+                    // version gatehouse offers it when the server lists it,
+                    // and rmcp's loop runs strict from the next message: so
+                    // must this check, before the handshake returns.
+                    ServerResult::DiscoverResult(result)
+                        if result
+                            .supported_versions
+                            .iter()
+                            .any(|version| version.as_str() == DISCOVER_PROTOCOL_VERSION) =>
+                    {
+                        let _ = self
+                            .context
+                            .protocol_version
+                            .set(DISCOVER_PROTOCOL_VERSION.to_owned());
+                    }
+                    _ => {}
                 }
                 answered(&mut self.lock().pending, &response.id);
                 Inspected::Pass
@@ -674,6 +693,29 @@ mod tests {
                 "protocolVersion": "2025-11-25", "capabilities": {},
                 "clientInfo": {"name": "gatehouse", "version": "0"}}}),
             )
+            .await;
+        setup.inbound.receive().await.expect("the result");
+        assert!(setup.inbound.strict());
+        assert!(setup.inbound.receive().await.is_none(), "refused");
+        assert_eq!(setup.audit.lines().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_discover_result_sets_the_protocol() {
+        // Under the 2026-07-28 discover handshake the version is settled by
+        // the discover result: an elicitation right behind it is refused
+        // and audited here, not by rmcp's already strict loop.
+        let mut setup = setup(
+            None,
+            vec![
+                message(json!({"jsonrpc": "2.0", "id": 0, "result": {
+                    "resultType": "complete", "supportedVersions": ["2026-07-28"],
+                    "capabilities": {}, "ttlMs": 0, "cacheScope": "private"}})),
+                elicitation(json!(6)),
+            ],
+        );
+        setup
+            .send(json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}}))
             .await;
         setup.inbound.receive().await.expect("the result");
         assert!(setup.inbound.strict());
