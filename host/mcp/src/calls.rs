@@ -722,9 +722,10 @@ mod tests {
             calls.bind_claim("git", Some(&lie), None).1,
             Related::Call(_)
         ));
+        // On a server with no call in flight the claim describes none.
         assert_eq!(
             calls.bind_claim("docs", Some(&lie), None).1,
-            Related::Unknown
+            Related::Unmatched { in_flight: 0 }
         );
     }
 

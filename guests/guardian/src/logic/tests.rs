@@ -451,7 +451,7 @@ fn deny_rules_and_destructive_hints_stand_over_a_mismatch() {
 #[test]
 fn a_matching_related_call_changes_nothing_for_the_rules() {
     let meta = approval(r#""tool_name":"write_file","tool_params":{"b":1,"a":[true]}"#);
-    let related = tool_call("write_file", Some(r#"{"a":[true],"b":1.0}"#));
+    let related = tool_call("write_file", Some(r#"{"a":[true],"b":1}"#));
     let view = input(Some(&meta));
     for config in [
         "{}",
@@ -481,9 +481,9 @@ fn a_matching_related_call_changes_nothing_for_the_rules() {
 
 #[test]
 fn the_planned_action_has_the_related_calls_arguments() {
-    // `_meta` and the call agree (numbers compare by value), so the model is
-    // asked; the action shows the call's own spelling, `1.0`.
-    let meta = approval(r#""tool_name":"write_file","tool_params":{"path":"notes.md","size":1}"#);
+    // `_meta` and the call agree (up to key order), so the model is asked;
+    // the action shows the call's own text, `1.0`.
+    let meta = approval(r#""tool_name":"write_file","tool_params":{"path":"notes.md","size":1.0}"#);
     let related = tool_call("write_file", Some(r#"{"size":1.0,"path":"notes.md"}"#));
     let (verdict, asked) = with_model(
         "{}",
