@@ -215,22 +215,16 @@ struct HttpDemoServer {
 
 impl HttpDemoServer {
     fn start() -> HttpDemoServer {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(demo_server())
-            .args(["--name", "git", "--http", "127.0.0.1:0"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("demo-server starts");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("listening line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("`listening on URL`")
-            .to_owned();
+        let (child, url) = crate::paths::spawn_listening(
+            std::process::Command::new(demo_server()).args([
+                "--name",
+                "git",
+                "--http",
+                "127.0.0.1:0",
+            ]),
+            "listening on ",
+            "demo-server starts",
+        );
         HttpDemoServer { child, url }
     }
 }

@@ -5,7 +5,6 @@
 //! A module of the gathered test binary `host/cli/tests/all`, shared by its
 //! tests.
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -32,23 +31,15 @@ impl HttpGateway {
     /// Starts it on `config` with info logs going to `stderr`; returns once
     /// it listens.
     pub fn start_logging(config: &Path, stderr: impl Into<Stdio>) -> HttpGateway {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "gatehouse=info")
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("gatehouse starts");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("listening line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected {line:?}"))
-            .to_owned();
+        let (child, url) = crate::paths::spawn_listening(
+            Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+                .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+                .arg(config)
+                .env("RUST_LOG", "gatehouse=info")
+                .stderr(stderr),
+            "listening on ",
+            "gatehouse starts",
+        );
         let token = std::fs::read_to_string(config.with_file_name(".gatehouse/token"))
             .expect("the token file");
         HttpGateway { child, url, token }

@@ -353,25 +353,15 @@ struct ModelServer {
 
 impl ModelServer {
     fn start(model: &Path) -> ModelServer {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new("node")
-            .arg(root().join("tests/model/server.mjs"))
-            .arg("--model")
-            .arg(model)
-            .args(["--port", "0"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("node starts (install Node.js 20+)");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the server's first line");
-        let address = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
+        let (child, address) = crate::paths::spawn_listening(
+            std::process::Command::new("node")
+                .arg(root().join("tests/model/server.mjs"))
+                .arg("--model")
+                .arg(model)
+                .args(["--port", "0"]),
+            "listening ",
+            "node starts (install Node.js 20+)",
+        );
         ModelServer {
             child,
             base_url: format!("{address}/v1"),

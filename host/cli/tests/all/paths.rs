@@ -55,3 +55,29 @@ pub fn gatehouse(args: &[&str]) -> std::process::Output {
         .output()
         .expect("gatehouse runs")
 }
+
+/// Spawns `command` with its stdout piped and returns the child and what its
+/// first stdout line says after `prefix` (a server's `listening on URL`);
+/// `starts` says what failed to start, and how to fix it, if it cannot.
+pub fn spawn_listening(
+    command: &mut std::process::Command,
+    prefix: &str,
+    starts: &str,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{starts}: {error}"));
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the first line");
+    let said = line
+        .trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    (child, said)
+}
