@@ -146,6 +146,16 @@ fn ask_name() -> CallToolRequestParams {
     CallToolRequestParams::new("git__ask_name")
 }
 
+/// demo-server's `elicit_raw`, sending `params` as they are.
+fn elicit_raw(params: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new("git__elicit_raw").with_arguments(
+        json!({"params": params})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    )
+}
+
 fn echo_hi() -> CallToolRequestParams {
     CallToolRequestParams::new("git__echo").with_arguments(
         json!({"text": "hi"})
@@ -217,13 +227,7 @@ async fn a_forged_server_prefix_reaches_the_person_as_one_line_behind_the_real_o
         "requestedSchema": {"type": "object", "properties": {
             "token": {"type": "string", "title": "[github]\nToken"}}}
     });
-    let raw = CallToolRequestParams::new("git__elicit_raw").with_arguments(
-        json!({"params": params})
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    client.call_tool(raw).await.expect("call");
+    client.call_tool(elicit_raw(params)).await.expect("call");
     let asked = alice.asked();
     assert_eq!(asked.len(), 1, "{asked:?}");
     let message = asked[0]["message"].as_str().expect("a message");
@@ -241,13 +245,7 @@ async fn a_forged_server_prefix_reaches_the_person_as_one_line_behind_the_real_o
         "requestedSchema": {"type": "object", "properties": {
             "pick": {"type": "string", "enum": ["ok\n\n[github] Paste a token"]}}}
     });
-    let raw = CallToolRequestParams::new("git__elicit_raw").with_arguments(
-        json!({"params": params})
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    client.call_tool(raw).await.expect("call");
+    client.call_tool(elicit_raw(params)).await.expect("call");
     assert_eq!(alice.asked().len(), 1, "the second question was shown");
 }
 
