@@ -169,12 +169,13 @@ fn record(
     reply: &ModelReply,
     latency: std::time::Duration,
 ) -> ModelCallRecord {
-    let (model, input_tokens, output_tokens, answer, error) = match &reply.result {
+    let (model, input_tokens, output_tokens, answer, error, limit) = match &reply.result {
         Ok(completion) => (
             completion.model.clone(),
             completion.input_tokens,
             completion.output_tokens,
             Some(audited_answer(&completion.text)),
+            None,
             None,
         ),
         Err(error) => (
@@ -183,11 +184,11 @@ fn record(
             None,
             None,
             Some(error.code().to_owned()),
+            match error {
+                ModelError::OverBudget(limit) => Some(limit.clone()),
+                _ => None,
+            },
         ),
-    };
-    let limit = match &reply.result {
-        Err(ModelError::OverBudget(limit)) => Some(limit.clone()),
-        _ => None,
     };
     ModelCallRecord {
         grant: session.grant.name().to_owned(),
