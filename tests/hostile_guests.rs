@@ -12,19 +12,6 @@ use gatehouse_core::outcome::Decision;
 use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 use gatehouse_tests::{approval_request, load, sandbox};
 
-/// One field of this process's `/proc/self/status`, in bytes (Linux).
-fn status_bytes(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with(field))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// The resident set of this process, in bytes (Linux).
-fn rss_bytes() -> Option<u64> {
-    status_bytes("VmRSS:")
-}
-
 /// The tests here measure this process's memory: they run one at a time, so
 /// that one's memory bomb never lands in another's measurement.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -180,14 +167,14 @@ fn host_memory_returns_to_its_baseline_after_hostile_guests() {
     for (module, config) in &modules {
         review_once(module, config);
     }
-    let baseline = rss_bytes();
+    let baseline = gatehouse_bench::current_rss();
     for _ in 0..ROUNDS {
         for (module, config) in &modules {
             review_once(module, config);
         }
     }
     assert_next_review_is_normal(&sandbox);
-    let after = rss_bytes();
+    let after = gatehouse_bench::current_rss();
     if let (Some(baseline), Some(after)) = (baseline, after) {
         let growth = after.saturating_sub(baseline);
         println!(
@@ -248,7 +235,7 @@ fn a_handle_flood_stops_at_the_handle_cap_and_costs_the_host_little() {
         .lines()
         .find_map(|line| line.strip_prefix(PROBE_LINE))
     else {
-        // No /proc/self/clear_refs (not Linux): nothing measured.
+        // The peak cannot be reset here (not Linux): nothing measured.
         println!("handle-flood: peak RSS not measurable here");
         return;
     };
@@ -279,16 +266,15 @@ fn handle_flood_peak_probe() {
     let sandbox = sandbox();
     let module = load(&sandbox, "test_guest_handle_flood");
     assert_next_review_is_normal(&sandbox);
-    // Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
-    if std::fs::write("/proc/self/clear_refs", "5").is_err() {
+    if !gatehouse_bench::reset_peak_rss() {
         return;
     }
-    let Some(before) = status_bytes("VmHWM:") else {
+    let Some(before) = gatehouse_bench::peak_rss() else {
         return;
     };
     let report = module.review("{}", &approval_request());
     assert!(report.result.is_err(), "the flood was stopped");
-    if let Some(peak) = status_bytes("VmHWM:") {
+    if let Some(peak) = gatehouse_bench::peak_rss() {
         println!("{PROBE_LINE}{}", peak.saturating_sub(before));
     }
 }

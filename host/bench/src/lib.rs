@@ -50,7 +50,7 @@ use gatehouse_core::chain::Chain;
 use gatehouse_core::request::ReviewRequest;
 
 pub use hook::{HookFailure, ProcessHook, hook_input};
-pub use memory::{current_rss, peak_rss};
+pub use memory::{current_rss, peak_rss, reset_peak_rss};
 pub use report::{Comparison, MemoryReport, RunReport, Runner};
 pub use requests::{RequestsError, load_requests, parse_requests, sample_requests};
 pub use stats::{LatencySummary, OutcomeKind, Outcomes, percentile};

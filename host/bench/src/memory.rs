@@ -15,7 +15,7 @@ pub fn peak_rss() -> Option<u64> {
 
 /// Resets the peak to the current RSS, so that [`peak_rss`] covers what
 /// follows; whether the kernel allowed it.
-pub(super) fn reset_peak_rss() -> bool {
+pub fn reset_peak_rss() -> bool {
     cfg!(target_os = "linux") && std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
