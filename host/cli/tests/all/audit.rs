@@ -287,7 +287,9 @@ fn audit_escapes_server_and_guest_text() {
 #[test]
 fn audit_json_filters_by_server_decided_by_and_since() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = write_log(dir.path(), "audit.jsonl", &fixture());
+    // One fixture for the whole test: a second call may fall in the next second.
+    let lines = fixture();
+    let log = write_log(dir.path(), "audit.jsonl", &lines);
     assert_eq!(ids(&audit(&log, &["--format", "json"])), [1, 2, 4, 5, 7]);
     assert_eq!(
         ids(&audit(&log, &["--format", "json", "--server", "git"])),
@@ -345,7 +347,7 @@ fn audit_json_filters_by_server_decided_by_and_since() {
     );
     // Each clean record is printed as it is in the log.
     let output = audit(&log, &["--format", "json", "--server", "docs"]);
-    assert_eq!(stdout(&output), fixture()[1]);
+    assert_eq!(stdout(&output), lines[1]);
 
     let wrong = audit(&log, &["--since", "last tuesday"]);
     assert_eq!(wrong.status.code(), Some(1), "{wrong:?}");
