@@ -39,7 +39,9 @@
 //! - [`RETRY_REASON_CAP`] (2,000, Codex's ~512 tokens) for a retry reason.
 //! - [`RATIONALE_CAP`] (2,000) for the model's rationale and
 //!   [`ERROR_DETAIL_CAP`] (500) for a provider's error text, both of which
-//!   reach the agent in a decline message.
+//!   reach the agent in a decline message. Codex caps neither its
+//!   reviewer's rationale nor its denial message; the rationale cap is a
+//!   deliberate difference (see [`RATIONALE_CAP`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -69,7 +71,14 @@ pub const ARGUMENT_CAPS: [usize; 4] = [4_000, 1_000, 256, 64];
 pub const ACTION_BUDGET: usize = 32_000;
 /// Cap for a retry reason.
 pub const RETRY_REASON_CAP: usize = 2_000;
-/// Cap for the model's rationale.
+/// Cap for the model's rationale, in the decline message the agent is
+/// shown and in the audit. Codex passes its reviewer's rationale whole (only
+/// trimmed); we cap it on purpose: the model has read text the server under
+/// review wrote, so what it writes back is untrusted too, and a steered or
+/// runaway model must not push an unbounded text to the agent as the
+/// reviewer's word, whatever `model_max_output_tokens` allows. 2,000
+/// characters (about 500 tokens, the default output cap's worth) never cut
+/// a rationale of the one or two sentences the prompt asks for.
 pub const RATIONALE_CAP: usize = 2_000;
 /// Cap for a provider's error text.
 pub const ERROR_DETAIL_CAP: usize = 500;

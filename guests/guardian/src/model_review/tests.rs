@@ -737,6 +737,44 @@ fn long_provider_errors_and_rationales_are_capped() {
     );
 }
 
+/// A deliberate difference from Codex, which puts its reviewer's rationale
+/// whole into the denial message (docs/CODEX-PARITY.md, "The model's
+/// rationale"): the agent is shown at most [`RATIONALE_CAP`] characters of
+/// it, its head and its tail around a visible marker, and the audit records
+/// the same; a rationale of exactly the cap is not cut.
+#[test]
+fn the_rationale_the_agent_is_shown_is_capped_unlike_codexs() {
+    let long = format!("{}{}", "h".repeat(3_000), "t".repeat(3_000));
+    let kept = format!(
+        "{}...[truncated 4000 characters]...{}",
+        "h".repeat(RATIONALE_CAP / 2),
+        "t".repeat(RATIONALE_CAP / 2)
+    );
+    let denied = decide(
+        completion(&json!({"outcome": "deny", "rationale": long}).to_string()),
+        INSTRUCTIONS,
+    );
+    assert_eq!(
+        denied.decision,
+        Decision::Decline(Some(format!(
+            "This action was rejected due to unacceptable risk.\nReason: {kept}\n{INSTRUCTIONS}"
+        )))
+    );
+    assert_eq!(denied.rationale.as_deref(), Some(kept.as_str()));
+    let allowed = decide(
+        completion(&json!({"outcome": "allow", "rationale": long}).to_string()),
+        INSTRUCTIONS,
+    );
+    assert_eq!(allowed.rationale.as_deref(), Some(kept.as_str()));
+
+    let at_the_cap = "r".repeat(RATIONALE_CAP);
+    let denied = decide(
+        completion(&json!({"outcome": "deny", "rationale": at_the_cap}).to_string()),
+        INSTRUCTIONS,
+    );
+    assert_eq!(denied.rationale.as_deref(), Some(at_the_cap.as_str()));
+}
+
 // --- the mismatch finding --------------------------------------------------
 
 #[test]

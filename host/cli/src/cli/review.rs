@@ -1,5 +1,14 @@
-//! `gatehouse review`: run captured `elicitation/create` requests through a
-//! chain and print each decision and the MCP answer, as on the wire.
+//! `gatehouse review`: route captured `elicitation/create` requests as
+//! `gatehouse serve` would under the same settings, run the chain where serve
+//! runs it, and print each decision and the MCP answer, as on the wire.
+//!
+//! The routing is the router's own ([`Effective::route_offline`]): what a
+//! setting answers without the chain, strict review under the strict
+//! reviewer with only a canonical answer passing, the person. What only a
+//! running gateway knows (the agent's calls in flight, bounds on model spend
+//! and on elicitations in flight, whether the person can be asked) is not
+//! applied, and the output says so. `--chain-only` runs the chain alone
+//! under the context given, as a module sees it, without serve's routing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +18,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use gatehouse_conformance::model::ModelScript;
+use gatehouse_core::answer::ElicitAnswer;
 use gatehouse_core::chain::{Chain, ChainReport, Verdict};
 use gatehouse_core::config::ModuleConfig;
 use gatehouse_core::context::{
@@ -21,7 +31,9 @@ use gatehouse_core::escape::Escaped;
 use gatehouse_core::model::{ModelCallRecord, ModelGrant};
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{ModuleReport, Sandbox};
+use gatehouse_mcp::audit::DecidedBy;
 use gatehouse_mcp::config::Config;
+use gatehouse_mcp::router::{Effective, Unhandled};
 use serde_json::{Value, json};
 
 use super::Format;
@@ -33,12 +45,22 @@ const DEFERRED: u8 = 3;
 /// Exit code when some review failed (the answer is the fail-closed decline).
 const FAILED: u8 = 4;
 
-/// Review elicitation requests with a chain of modules.
+/// What a routed review does not apply, said in every report.
+const NOT_APPLIED_OFFLINE: &str = "not applied offline: the match of a tool-call approval against the agent's calls in flight (--related-call gives the one call in flight), the bounds on model spend and on elicitations in flight, and whether the person can be asked";
+
+/// Review elicitation requests with a chain of modules, routed as `gatehouse
+/// serve` routes them.
 ///
 /// Each --request file holds the `params` of an `elicitation/create` request
 /// exactly as on the wire (with `_meta`), or the whole JSON-RPC message.
-/// Exit code: 0 every request decided, 3 some deferred to the person,
-/// 4 some review failed (answered with the fail-closed decline), 1 bad input.
+/// The routing settings are --config's `[elicitations]` (for --server, with
+/// its `[elicitations.servers.NAME]` overrides), then the context file's and
+/// the flags'. A request a setting answers, or that serve puts to the person,
+/// is not shown to the chain; a strict request is reviewed under the strict
+/// reviewer and only a canonical answer passes.
+/// Exit code: 0 every request decided, 3 some left to the person,
+/// 4 some review failed or strict review got no canonical answer (answered
+/// with the fail-closed decline), 1 bad input.
 #[derive(Debug, clap::Args)]
 pub struct ReviewArgs {
     /// A reviewer component; repeat for a chain (run in the order given,
@@ -61,7 +83,9 @@ pub struct ReviewArgs {
     /// A JSON file with context fields (server_name, request_id,
     /// protocol_version, approval_policy, approvals_reviewer,
     /// auto_approve_prompts, session_id, turn_id, related_call); flags
-    /// override it.
+    /// override it. Its approval_policy, approvals_reviewer and
+    /// auto_approve_prompts override --config's `[elicitations]`, as the
+    /// flags of those names do.
     #[arg(long, value_name = "C.json")]
     context: Option<PathBuf>,
     /// The model granted to the model-reviewers among --module, replacing the
@@ -95,15 +119,28 @@ pub struct ReviewArgs {
     /// The negotiated MCP protocol version.
     #[arg(long)]
     protocol_version: Option<String>,
-    /// The approval policy.
+    /// The approval policy (over --config's for the server).
     #[arg(long, value_enum)]
     approval_policy: Option<PolicyArg>,
-    /// Who answers approvals.
+    /// Who answers approvals: `[elicitations] approvals_reviewer`, which a
+    /// server's own override (--server-reviewer, or --config's
+    /// `[elicitations.servers.NAME]`) beats and strict review ignores.
     #[arg(long, value_enum)]
     reviewer: Option<ReviewerArg>,
+    /// The server's own `approvals_reviewer`
+    /// (`[elicitations.servers.NAME]`): `user` declines its strict requests
+    /// unreviewed.
+    #[arg(long, value_enum)]
+    server_reviewer: Option<ReviewerArg>,
     /// The server's permission profile auto-approves prompts.
     #[arg(long)]
     auto_approve_prompts: bool,
+    /// Run the chain alone on every request, under the settings given, as a
+    /// module sees it: without serve's routing (no answer by a setting, no
+    /// strict filter), to replay a module's own logic. The report says that
+    /// serve may answer otherwise.
+    #[arg(long)]
+    chain_only: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -127,8 +164,11 @@ enum ReviewerArg {
 }
 
 pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
-    let built = build_chain(&args)?;
-    let chain = &built.chain;
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let built = build_chain(&args, &config)?;
     let catalog = match &args.tools {
         Some(path) => Some(
             ToolCatalog::from_wire(&read_json(path)?)
@@ -136,7 +176,9 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let base_context = base_context(&args)?;
+    let (base_context, context_keys) = base_context(&args)?;
+    let settings = settings(&args, &config, &base_context, &context_keys);
+    let on_unhandled = config.elicitations.on_unhandled;
     let mut code = DECIDED;
     for path in &args.requests {
         let (params, wire_id) = read_request(path)?;
@@ -149,27 +191,101 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
         if let Some(catalog) = &catalog {
             context.catalog = catalog.entry_for(&params);
         }
-        let request = ReviewRequest::new(params, context);
-        // A script starts over for every request: fresh scripted models.
-        let report = match &built.script {
-            Some(script) => refreshed(chain, script).review(&request),
-            None => chain.review(&request),
+        // The request the chain is shown under `under`, as the router
+        // builds it: the context with the settings it runs under.
+        let request_under = |under: &Effective| {
+            let mut context = context.clone();
+            context.approval_policy = under.approval_policy;
+            context.approvals_reviewer = under.approvals_reviewer;
+            context.auto_approve_prompts = under.auto_approve_prompts;
+            ReviewRequest::new(params.clone(), context)
         };
-        code = code.max(match report.verdict {
-            Verdict::Decided { .. } => DECIDED,
-            Verdict::Deferred => DEFERRED,
-            Verdict::Failed { .. } => FAILED,
-        });
+        // A script starts over for every request: fresh scripted models.
+        let review = |request: &ReviewRequest| match &built.script {
+            Some(script) => refreshed(&built.chain, script).review(request),
+            None => built.chain.review(request),
+        };
+        let served = if args.chain_only {
+            let request = request_under(&settings);
+            Served::chain_alone(review(&request), &request)
+        } else {
+            let routed = settings.route_offline(&params, |under| review(&request_under(under)));
+            Served {
+                report: routed.report,
+                strict: routed.strict,
+                answer: routed.answer,
+                by: routed.by,
+                reason: routed.reason,
+                routed: true,
+            }
+        };
+        code = code.max(served.exit_code());
+        let under = if served.strict {
+            settings.for_strict_review()
+        } else {
+            settings
+        };
+        let request = request_under(&under);
         match args.format {
-            Format::Text => print_text(path, &request, &report),
+            Format::Text => print_text(path, &request, &served, on_unhandled),
             Format::Json => println!(
                 "{}",
-                gatehouse_core::escape::to_json_string(&json_report(path, &request, &report))?
+                gatehouse_core::escape::to_json_string(&json_report(
+                    path, &request, &served, &under
+                ))?
             ),
         }
     }
     drop(built);
     Ok(ExitCode::from(code))
+}
+
+/// What one request comes to: serve's routing and the chain's part in it
+/// (`Effective::route_offline`), or, with `--chain-only`, the chain's alone.
+struct Served {
+    /// The chain's report; `None` when serve answers or asks the person
+    /// without running it.
+    report: Option<ChainReport>,
+    /// The chain ran as strict review.
+    strict: bool,
+    /// The answer; `None` when the person decides.
+    answer: Option<ElicitAnswer>,
+    /// Who decides, as serve's audit line says it.
+    by: DecidedBy,
+    /// Why, as serve's audit line says it.
+    reason: String,
+    /// Serve's routing was applied (not `--chain-only`).
+    routed: bool,
+}
+
+impl Served {
+    /// The chain's report alone, answered as a host that puts every request
+    /// to its modules answers it (`ChainReport::answer_for`).
+    fn chain_alone(report: ChainReport, request: &ReviewRequest) -> Served {
+        let (by, reason) = match &report.verdict {
+            Verdict::Decided { .. } => (DecidedBy::Guest, "decided by the chain"),
+            Verdict::Failed { .. } => (DecidedBy::Failure, "a module failed; failed closed"),
+            Verdict::Deferred => (DecidedBy::Person, "every module deferred"),
+        };
+        Served {
+            answer: report.answer_for(request),
+            report: Some(report),
+            strict: false,
+            by,
+            reason: reason.to_owned(),
+            routed: false,
+        }
+    }
+
+    /// 3 when the person decides, 4 when the answer is a fail-closed
+    /// decline, else 0.
+    fn exit_code(&self) -> u8 {
+        match (&self.answer, self.by) {
+            (None, _) => DEFERRED,
+            (Some(_), DecidedBy::Failure) => FAILED,
+            (Some(_), _) => DECIDED,
+        }
+    }
 }
 
 /// The chain, and what it needs kept alive while it reviews.
@@ -194,11 +310,7 @@ struct Models {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-fn build_chain(args: &ReviewArgs) -> anyhow::Result<BuiltChain> {
-    let config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+fn build_chain(args: &ReviewArgs, config: &Config) -> anyhow::Result<BuiltChain> {
     if config.review.modules.is_empty() && args.modules.is_empty() {
         bail!("no reviewer modules: give --module M.wasm or a --config with [[review.modules]]");
     }
@@ -209,7 +321,7 @@ fn build_chain(args: &ReviewArgs) -> anyhow::Result<BuiltChain> {
             args.modules.len()
         );
     }
-    let models = models(args, &config)?;
+    let models = models(args, config)?;
     let module_limits = args.limits.to_module_limits();
     let sandbox = Sandbox::new(
         config
@@ -375,11 +487,21 @@ pub fn module_config(text: &str) -> anyhow::Result<String> {
     Ok(value.to_string())
 }
 
-fn base_context(args: &ReviewArgs) -> anyhow::Result<ReviewContext> {
-    let mut context = match &args.context {
-        Some(path) => serde_json::from_value::<ReviewContext>(read_json(path)?)
-            .with_context(|| format!("{}: not a valid review context", path.display()))?,
-        None => ReviewContext::default(),
+/// The context every request starts from (the context file, then the
+/// flags), and the keys the context file sets.
+fn base_context(args: &ReviewArgs) -> anyhow::Result<(ReviewContext, Vec<String>)> {
+    let (mut context, keys) = match &args.context {
+        Some(path) => {
+            let value = read_json(path)?;
+            let keys = value
+                .as_object()
+                .map(|object| object.keys().cloned().collect())
+                .unwrap_or_default();
+            let context = serde_json::from_value::<ReviewContext>(value)
+                .with_context(|| format!("{}: not a valid review context", path.display()))?;
+            (context, keys)
+        }
+        None => (ReviewContext::default(), Vec::new()),
     };
     if let Some(server) = &args.server {
         context.server_name = server.clone();
@@ -393,8 +515,35 @@ fn base_context(args: &ReviewArgs) -> anyhow::Result<ReviewContext> {
     if let Some(version) = &args.protocol_version {
         context.protocol_version = version.clone();
     }
+    if let Some(text) = &args.related_call {
+        context = context.with_related_call(related_call(text)?);
+    }
+    Ok((context, keys))
+}
+
+/// The routing settings for the context's server, as serve would have them:
+/// --config's `[elicitations]` with that server's overrides
+/// (`ElicitationSettings::for_server`), then what the context file sets
+/// (`context_keys`), then the flags. An `approvals_reviewer` of the context
+/// file or `--reviewer` is the global setting, which the server's own
+/// override (`--server-reviewer` or the config's) beats.
+fn settings(
+    args: &ReviewArgs,
+    config: &Config,
+    context: &ReviewContext,
+    context_keys: &[String],
+) -> Effective {
+    let mut settings = config.elicitations.for_server(&context.server_name);
+    let set = |key: &str| context_keys.iter().any(|set| set == key);
+    if set("approval_policy") {
+        settings.approval_policy = context.approval_policy;
+    }
+    if set("auto_approve_prompts") {
+        settings.auto_approve_prompts = context.auto_approve_prompts;
+    }
+    let mut global_reviewer = set("approvals_reviewer").then_some(context.approvals_reviewer);
     if let Some(policy) = args.approval_policy {
-        context.approval_policy = match policy {
+        settings.approval_policy = match policy {
             PolicyArg::Untrusted => ApprovalPolicy::Untrusted,
             PolicyArg::OnRequest => ApprovalPolicy::OnRequest,
             PolicyArg::Granular => ApprovalPolicy::Granular(GranularPolicy::default()),
@@ -405,19 +554,31 @@ fn base_context(args: &ReviewArgs) -> anyhow::Result<ReviewContext> {
             PolicyArg::Never => ApprovalPolicy::Never,
         };
     }
+    if args.auto_approve_prompts {
+        settings.auto_approve_prompts = true;
+    }
     if let Some(reviewer) = args.reviewer {
-        context.approvals_reviewer = match reviewer {
+        global_reviewer = Some(reviewer.into());
+    }
+    if let Some(reviewer) = global_reviewer
+        && settings.server_reviewer.is_none()
+    {
+        settings.approvals_reviewer = reviewer;
+    }
+    if let Some(reviewer) = args.server_reviewer {
+        settings.server_reviewer = Some(reviewer.into());
+        settings.approvals_reviewer = reviewer.into();
+    }
+    settings
+}
+
+impl From<ReviewerArg> for ApprovalsReviewer {
+    fn from(reviewer: ReviewerArg) -> Self {
+        match reviewer {
             ReviewerArg::User => ApprovalsReviewer::User,
             ReviewerArg::AutoReview => ApprovalsReviewer::AutoReview,
-        };
+        }
     }
-    if args.auto_approve_prompts {
-        context.auto_approve_prompts = true;
-    }
-    if let Some(text) = &args.related_call {
-        context = context.with_related_call(related_call(text)?);
-    }
-    Ok(context)
 }
 
 /// `--related-call`: JSON text or `@FILE`, in [`RelatedCall`]'s shape.
@@ -469,7 +630,7 @@ fn step_summary(step: &ModuleReport) -> (String, String, String) {
 
 /// Prints a report for people. Rationales, failures, ids and answers come
 /// from guests and captured requests: every piece is escaped.
-fn print_text(path: &Path, request: &ReviewRequest, report: &ChainReport) {
+fn print_text(path: &Path, request: &ReviewRequest, served: &Served, on_unhandled: Unhandled) {
     let context = request.context();
     println!(
         "{}  [{} mode, server {}, id {}]",
@@ -481,23 +642,78 @@ fn print_text(path: &Path, request: &ReviewRequest, report: &ChainReport) {
     if let Some(call) = &context.related_call {
         println!("  related call: {}", related_summary(call));
     }
-    for step in &report.steps {
-        let (decision, risk, rationale) = step_summary(step);
+    println!(
+        "  settings: approval_policy {}, approvals_reviewer {}, auto_approve_prompts {}",
+        setting_text(json!(context.approval_policy)),
+        setting_text(json!(context.approvals_reviewer)),
+        context.auto_approve_prompts
+    );
+    if served.routed {
+        println!("  routing: as gatehouse serve; {NOT_APPLIED_OFFLINE}");
+    } else {
         println!(
-            "  {:<12} {:<22} {:<7} {:>9.3} ms  {}",
-            Escaped(&step.module),
-            Escaped(&decision),
-            risk,
-            step.elapsed.as_secs_f64() * 1000.0,
-            Escaped(&rationale.replace('\n', " "))
+            "  routing: not applied (--chain-only): the chain alone; gatehouse serve may answer otherwise"
         );
-        for (index, call) in step.model_calls.iter().enumerate() {
-            println!("    model call {}: {}", index + 1, model_call_summary(call));
+    }
+    match &served.report {
+        None if served.answer.is_some() => {
+            println!("  chain: not run; gatehouse serve answers by its settings alone")
+        }
+        None => println!("  chain: not run; gatehouse serve puts this to the person"),
+        Some(report) => {
+            if served.strict {
+                println!(
+                    "  strict review: only a canonical automated answer passes, else the strict decline"
+                );
+            }
+            for step in &report.steps {
+                let (decision, risk, rationale) = step_summary(step);
+                println!(
+                    "  {:<12} {:<22} {:<7} {:>9.3} ms  {}",
+                    Escaped(&step.module),
+                    Escaped(&decision),
+                    risk,
+                    step.elapsed.as_secs_f64() * 1000.0,
+                    Escaped(&rationale.replace('\n', " "))
+                );
+                for (index, call) in step.model_calls.iter().enumerate() {
+                    println!("    model call {}: {}", index + 1, model_call_summary(call));
+                }
+            }
         }
     }
-    match report.answer_for(request) {
+    println!(
+        "  decided by: {} ({})",
+        decided_by_name(served.by),
+        Escaped(&served.reason)
+    );
+    match &served.answer {
         Some(answer) => println!("  answer: {}", Escaped(&answer.to_wire().to_string())),
-        None => println!("  answer: none; every module deferred: the person decides"),
+        None => println!(
+            "  answer: none; the person decides (gatehouse serve asks the upstream client whose call made the server ask; without one that can be asked, on_unhandled = {} answers)",
+            unhandled_name(on_unhandled)
+        ),
+    }
+}
+
+/// A setting as the config spells it: a string bare, anything else as JSON.
+fn setting_text(value: Value) -> String {
+    match value {
+        Value::String(text) => text,
+        other => other.to_string(),
+    }
+}
+
+/// `decided_by` as the audit line spells it.
+fn decided_by_name(by: DecidedBy) -> String {
+    setting_text(json!(by))
+}
+
+/// `on_unhandled` as the config spells it.
+fn unhandled_name(on_unhandled: Unhandled) -> &'static str {
+    match on_unhandled {
+        Unhandled::Decline => "decline",
+        Unhandled::Cancel => "cancel",
     }
 }
 
@@ -585,19 +801,38 @@ fn steps_json(report: &ChainReport) -> Value {
     steps
 }
 
-fn json_report(path: &Path, request: &ReviewRequest, report: &ChainReport) -> Value {
-    let verdict = match &report.verdict {
+/// One JSON document per request: the routing, the settings the chain ran
+/// (or would have run) under, the steps, who decided and why (as serve's
+/// audit line says it), and the answer (`null` when the person decides).
+fn json_report(path: &Path, request: &ReviewRequest, served: &Served, under: &Effective) -> Value {
+    let verdict = served.report.as_ref().map(|report| match &report.verdict {
         Verdict::Decided { step, .. } => json!({"kind": "decided", "step": step}),
         Verdict::Failed { step, failure } => {
             json!({"kind": "failed", "step": step, "code": failure.code(), "detail": failure.to_string()})
         }
         Verdict::Deferred => json!({"kind": "deferred"}),
+    });
+    let routing = if served.routed {
+        json!({"applied": true, "strict_review": served.strict, "chain_ran": served.report.is_some(),
+               "not_applied": NOT_APPLIED_OFFLINE})
+    } else {
+        json!({"applied": false, "note": "--chain-only: the chain alone; gatehouse serve may answer otherwise"})
     };
     let mut value = json!({
         "request": path.display().to_string(),
-        "steps": steps_json(report),
+        "routing": routing,
+        "settings": {
+            "approval_policy": under.approval_policy,
+            "approvals_reviewer": under.approvals_reviewer,
+            "server_reviewer": under.server_reviewer,
+            "auto_approve_prompts": under.auto_approve_prompts,
+            "auto_deny": under.auto_deny,
+        },
+        "steps": served.report.as_ref().map_or_else(|| json!([]), steps_json),
         "verdict": verdict,
-        "answer": report.answer_for(request).map(|answer| answer.to_wire()),
+        "decided_by": served.by,
+        "reason": served.reason,
+        "answer": served.answer.as_ref().map(ElicitAnswer::to_wire),
     });
     if let Some(call) = &request.context().related_call {
         value["related_call"] = json!(call);

@@ -345,7 +345,8 @@ async fn granular_without_mcp_elicitations_declines() {
 }
 
 /// The `never` short-cut when a guest, not the router, answers it: `gatehouse
-/// review` puts the request to the guardian under the context given, and the
+/// review --chain-only` puts the request to the guardian under the context
+/// given (without it, review routes as serve and answers `never` itself), and the
 /// guardian accepts an auto-approved empty form itself. Its accept is sent as
 /// Codex sends the auto-approval (lines 811-815): `{}` and no `_meta`, not
 /// the reviewed accept's `approvals_reviewer` (lines 1010-1014); its decline
@@ -370,6 +371,7 @@ fn a_guests_never_short_cut_is_answered_as_codex_answers_it() {
             path.to_str().expect("UTF-8 path"),
             "--approval-policy",
             "never",
+            "--chain-only",
             "--format",
             "json",
         ];
@@ -448,4 +450,158 @@ async fn an_unknown_mode_is_routed_as_rmcp_types_it() {
     assert_eq!(lines[1]["mode"], "invalid");
     assert_eq!(lines[1]["answer"]["error"]["code"], -32602);
     assert_eq!(asked.load(Ordering::SeqCst), 0);
+}
+
+/// What `gatehouse review` says of `request` (an `elicit_raw` argument, as
+/// for [`serve`]) under `config` and `flags`: its JSON report and exit code.
+/// The request is tied to the call serve ties it to, `git__elicit_raw`.
+fn review(dir: &Path, config: &Path, request: &Value, flags: &[&str]) -> (Value, Option<i32>) {
+    let path = dir.join("request.json");
+    std::fs::write(&path, request["params"].to_string()).expect("write request");
+    let related =
+        json!({"session_id": "1", "kind": "tool-call", "qualified_name": "git__elicit_raw",
+                         "name": "elicit_raw", "arguments": request})
+        .to_string();
+    let mut args = vec![
+        "review",
+        "--config",
+        config.to_str().expect("UTF-8 path"),
+        "--server",
+        "git",
+        "--related-call",
+        &related,
+        "--request",
+        path.to_str().expect("UTF-8 path"),
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(flags);
+    let output = gatehouse(&args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|error| panic!("{error}: one JSON report: {output:?}"));
+    (report, output.status.code())
+}
+
+/// `review`'s report says what serve's audit line and answer say: the same
+/// answer (none when the person decides), `decided_by` and `reason`, and
+/// whether the chain ran.
+fn assert_reviewed_as_served(reviewed: &Value, served: &Run, index: usize) {
+    let person = served.audit[index]["decided_by"] == "person";
+    assert_eq!(
+        reviewed["answer"],
+        if person {
+            Value::Null
+        } else {
+            served.answers[index].clone()
+        },
+        "{reviewed:#}\nserved: {:?}",
+        served.audit[index]
+    );
+    for key in ["decided_by", "reason"] {
+        assert_eq!(
+            reviewed[key], served.audit[index][key],
+            "{key}: {reviewed:#}"
+        );
+    }
+    assert_eq!(
+        reviewed["steps"].as_array().map(Vec::len),
+        served.audit[index]["steps"].as_array().map(Vec::len),
+        "the same modules ran: {reviewed:#}"
+    );
+    assert_eq!(reviewed["routing"]["applied"], true);
+}
+
+/// `gatehouse review` routes a strict request under `granular` without
+/// `mcp_elicitations` as serve does (Codex's explicit denial before its
+/// reviewer): the strict decline by policy, and the guardian, which would
+/// allow it, is not run; whether the policy comes from --config's
+/// `[elicitations]` or from `--approval-policy`. Running the chain alone,
+/// review used to accept it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_declines_strict_under_granular_without_mcp_elicitations_as_serve_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with(
+        dir.path(),
+        ALLOW,
+        "approval_policy = { granular = { mcp_elicitations = false } }",
+    );
+    let strict = approval(json!({"codex_strict_auto_review": true}));
+    let served = serve(dir.path(), &config, std::slice::from_ref(&strict)).await;
+    assert_strict_decline_by_policy(&served);
+
+    let (reviewed, code) = review(dir.path(), &config, &strict, &[]);
+    assert_reviewed_as_served(&reviewed, &served, 0);
+    assert_eq!(reviewed["routing"]["chain_ran"], false);
+    assert_eq!(code, Some(0));
+
+    let plain = tempfile::tempdir().expect("tempdir");
+    let (flagged, code) = review(
+        plain.path(),
+        &config_with(plain.path(), ALLOW, ""),
+        &strict,
+        &["--approval-policy", "granular-no-elicitations"],
+    );
+    assert_reviewed_as_served(&flagged, &served, 0);
+    assert_eq!(code, Some(0));
+}
+
+/// `gatehouse review` routes by the reviewer as serve does. With the global
+/// `approvals_reviewer = "user"` a strict request is still reviewed by the
+/// chain under `auto_review` (Codex reads only the narrower setting for
+/// strict review) and gets the guardian's denial, while an ordinary approval
+/// goes to the person without the chain running; with the server's own
+/// override `user`, a strict request is the strict decline, unreviewed. The
+/// same whether the setting comes from --config or from `--reviewer` /
+/// `--server-reviewer`. Running the chain alone, review used to show the
+/// guardian `user` (so the strict decline for the first) and review the
+/// last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_routes_strict_requests_past_a_user_reviewer_as_serve_does() {
+    let strict = approval(json!({"codex_strict_auto_review": true}));
+    let ordinary = approval(json!({}));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with(dir.path(), DENY, "approvals_reviewer = \"user\"");
+    let served = serve(dir.path(), &config, &[strict.clone(), ordinary.clone()]).await;
+    assert_eq!(served.audit[0]["decided_by"], "guest", "{:?}", served.audit);
+    assert_eq!(
+        served.audit[1]["decided_by"], "person",
+        "{:?}",
+        served.audit
+    );
+    let plain = tempfile::tempdir().expect("tempdir");
+    let plain_config = config_with(plain.path(), DENY, "");
+    for (config, flags) in [
+        (&plain_config, &["--reviewer", "user"][..]),
+        (&config, &[][..]),
+    ] {
+        let (reviewed, code) = review(plain.path(), config, &strict, flags);
+        assert_reviewed_as_served(&reviewed, &served, 0);
+        assert_eq!(reviewed["settings"]["approvals_reviewer"], "auto_review");
+        assert_eq!(code, Some(0));
+        let (reviewed, code) = review(plain.path(), config, &ordinary, flags);
+        assert_reviewed_as_served(&reviewed, &served, 1);
+        assert_eq!(reviewed["routing"]["chain_ran"], false);
+        assert_eq!(code, Some(3), "left to the person");
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with(
+        dir.path(),
+        ALLOW,
+        "\n[elicitations.servers.git]\napprovals_reviewer = \"user\"",
+    );
+    let served = serve(dir.path(), &config, std::slice::from_ref(&strict)).await;
+    assert_strict_decline_by_policy(&served);
+    let plain_config = config_with(plain.path(), ALLOW, "");
+    for (config, flags) in [
+        (&config, &[][..]),
+        (&plain_config, &["--server-reviewer", "user"][..]),
+    ] {
+        let (reviewed, code) = review(plain.path(), config, &strict, flags);
+        assert_reviewed_as_served(&reviewed, &served, 0);
+        assert_eq!(reviewed["routing"]["chain_ran"], false);
+        assert_eq!(code, Some(0));
+    }
 }

@@ -40,6 +40,10 @@
 //! decide: params MCP forbids ([`Decided::invalid_params`], see [`parse`]),
 //! a server over `max_in_flight_per_server` ([`Decided::over_cap`]) and a
 //! reused request id ([`Decided::duplicate`]).
+//!
+//! [`Effective::route_offline`] applies the same order, and the same reading
+//! of the chain's report, for a caller with a chain and no gateway
+//! (`gatehouse review`).
 
 use rmcp::model::ErrorData;
 use serde_json::Value;
@@ -288,6 +292,92 @@ fn strict_route(settings: &Effective) -> Route {
         };
     }
     Route::Strict
+}
+
+/// What `gatehouse serve` does with one elicitation under the settings in
+/// force, as [`Effective::route_offline`] works it out for a caller that runs
+/// the chain itself and has no person to ask.
+#[derive(Debug)]
+pub struct Routed {
+    /// The chain's report; `None` when a setting answers, or the person is
+    /// asked, without running it.
+    pub report: Option<ChainReport>,
+    /// Whether the chain ran as strict review: only a canonical automated
+    /// answer passes, anything else is the strict decline.
+    pub strict: bool,
+    /// The answer; `None` when the person decides.
+    pub answer: Option<ElicitAnswer>,
+    /// Who decides, as the audit line says it ([`DecidedBy::Person`] when
+    /// the person is asked).
+    pub by: DecidedBy,
+    /// Why, as the audit line's `reason` says it.
+    pub reason: String,
+}
+
+impl Effective {
+    /// Where `gatehouse serve` sends `params` under these settings and what
+    /// it answers, with `review` running the chain under the settings the
+    /// router runs it under (for a strict request
+    /// [`Effective::for_strict_review`]): the router's own [`route`], then
+    /// [`strict`] or [`after_chain`] on the report.
+    ///
+    /// What only a running gateway knows is not applied: the match of a
+    /// tool-call approval against the agent's calls in flight (serve declines
+    /// one that describes none), the bounds on model spend and on
+    /// elicitations in flight, a reused request id, and whether the person
+    /// can be asked (else `on_unhandled` answers).
+    pub fn route_offline(
+        &self,
+        params: &ElicitationParams,
+        review: impl FnOnce(&Effective) -> ChainReport,
+    ) -> Routed {
+        let answered = |decided: Decided, report: ChainReport, is_strict: bool| Routed {
+            report: Some(report),
+            strict: is_strict,
+            // `strict` and `after_chain` always answer; an error (which only
+            // params MCP forbids give) would be no answer to send.
+            answer: Some(
+                decided
+                    .answer
+                    .unwrap_or_else(|_| ElicitAnswer::plain_decline()),
+            ),
+            by: decided.by,
+            reason: decided.reason,
+        };
+        match route(self, params) {
+            Route::Settled { answer, reason } => Routed {
+                report: None,
+                strict: false,
+                answer: Some(answer),
+                by: DecidedBy::Policy,
+                reason: reason.to_owned(),
+            },
+            Route::Person { why } => Routed {
+                report: None,
+                strict: false,
+                answer: None,
+                by: DecidedBy::Person,
+                reason: why.to_owned(),
+            },
+            Route::Strict => {
+                let report = review(&self.for_strict_review());
+                answered(strict(&report), report, true)
+            }
+            Route::Chain => {
+                let report = review(self);
+                match after_chain(&report) {
+                    AfterChain::Answered(decided) => answered(decided, report, false),
+                    AfterChain::Deferred { why, .. } => Routed {
+                        report: Some(report),
+                        strict: false,
+                        answer: None,
+                        by: DecidedBy::Person,
+                        reason: why.to_owned(),
+                    },
+                }
+            }
+        }
+    }
 }
 
 /// A form that asks for nothing (no or empty `properties`): what
@@ -794,6 +884,45 @@ mod tests {
                 }
             );
         }
+    }
+
+    /// `gatehouse review` routes as serve does: a setting that answers, or
+    /// the person, without running the chain; a strict request under the
+    /// strict reviewer, its report read by the strict filter.
+    #[test]
+    fn offline_routing_is_the_routers_own() {
+        let never_run = |_: &Effective| -> ChainReport { panic!("the chain must not run") };
+        let refused = settings(granular(false), ApprovalsReviewer::AutoReview)
+            .route_offline(&strict_true(), never_run);
+        assert!(refused.report.is_none());
+        assert_strict_decline(&refused.answer.expect("an answer"));
+        assert_eq!(refused.by, DecidedBy::Policy);
+        assert_eq!(
+            refused.reason,
+            "strict review refused: the granular policy does not allow mcp_elicitations"
+        );
+
+        let global_user = settings(ApprovalPolicy::OnRequest, ApprovalsReviewer::User);
+        let to_the_person = global_user.route_offline(&asks_nothing(), never_run);
+        assert!(to_the_person.report.is_none() && to_the_person.answer.is_none());
+        assert_eq!(to_the_person.by, DecidedBy::Person);
+        let reviewed = global_user.route_offline(&strict_true(), |under| {
+            assert_eq!(under.approvals_reviewer, ApprovalsReviewer::AutoReview);
+            decided(Decision::Accept { content: None })
+        });
+        assert!(reviewed.strict && reviewed.report.is_some());
+        assert_eq!(reviewed.by, DecidedBy::Guest);
+        assert_eq!(reviewed.reason, "strict review");
+        let no_canonical = global_user.route_offline(&strict_true(), |_| deferred());
+        assert_strict_decline(&no_canonical.answer.expect("the strict decline"));
+        assert_eq!(no_canonical.by, DecidedBy::Failure);
+
+        let chain = on_request().route_offline(&asks_a_name(), |_| deferred());
+        assert!(chain.report.is_some() && chain.answer.is_none());
+        assert_eq!(
+            (chain.by, chain.reason.as_str()),
+            (DecidedBy::Person, "every module deferred")
+        );
     }
 
     #[test]
