@@ -14,6 +14,16 @@
 //! from gatehouse's environment instead, and [`Import::exports`] says what
 //! to export ([`secrets`]).
 //!
+//! Settings only the client reads (Codex's approval modes and
+//! `startup_readiness`, Claude Code's `timeout`, `alwaysLoad` and per-tool
+//! policies) are not written into the config either: they are kept on the
+//! server ([`ImportedServer::client`], [`client_side`]) and moved onto the
+//! gatehouse entry printed for the client ([`entry::gateway_entry`]);
+//! permission rules kept elsewhere that name the servers' tools are
+//! translated for the tools' gatehouse names ([`permissions`]). A server the
+//! client does not run here (Claude Code's `disabledMcpServers` for this
+//! project, `"disabled": true`) is not imported.
+//!
 //! Every server table is read with the same [`RawServer`] the rest of
 //! gatehouse reads (`[mcp_servers.*]` and discovery's `.mcp.json`), one key at
 //! a time: a key [`RawServer`] does not know, or whose value it refuses, is
@@ -42,8 +52,13 @@ use crate::discovery::server_map;
 use crate::server_config::{RawServer, is_valid_server_name};
 
 pub mod claude;
+pub mod client_side;
+pub mod entry;
+pub mod permissions;
 pub mod secrets;
 
+pub use client_side::ClientSide;
+pub use entry::{EntryFormat, GatewayEntry, gateway_entry};
 pub use secrets::{Export, ExportField};
 
 /// The largest client config read (`~/.claude.json` keeps history too).
@@ -99,14 +114,10 @@ impl Client {
             path,
             format,
             trust: Trust::User,
+            scope: Some(Scope::User),
         };
         match self {
-            Client::Codex => vec![user(
-                codex_home
-                    .map_or_else(|| home.join(".codex"), Path::to_path_buf)
-                    .join("config.toml"),
-                FileFormat::CodexToml,
-            )],
+            Client::Codex => vec![user(codex_config(home, codex_home), FileFormat::CodexToml)],
             // Claude's own order: user, then the project's `.mcp.json`,
             // then the local scope (this project's entry in `.claude.json`).
             Client::Claude => vec![
@@ -121,13 +132,17 @@ impl Client {
                         home: home.to_path_buf(),
                         project: project.to_path_buf(),
                     },
+                    scope: Some(Scope::Project),
                 },
-                user(
-                    home.join(".claude.json"),
-                    FileFormat::ClaudeJson {
-                        project: Some(project.to_path_buf()),
-                    },
-                ),
+                ClientFile {
+                    scope: Some(Scope::Local),
+                    ..user(
+                        home.join(".claude.json"),
+                        FileFormat::ClaudeJson {
+                            project: Some(project.to_path_buf()),
+                        },
+                    )
+                },
             ],
             Client::Cursor => vec![
                 user(home.join(".cursor").join("mcp.json"), FileFormat::McpJson),
@@ -137,10 +152,19 @@ impl Client {
                     trust: Trust::Project {
                         trusted: trust_project_servers,
                     },
+                    scope: Some(Scope::Project),
                 },
             ],
         }
     }
+}
+
+/// The file Codex reads its config from: `config.toml` in `codex_home`
+/// (its `CODEX_HOME`) when set, else in `home/.codex`.
+pub fn codex_config(home: &Path, codex_home: Option<&Path>) -> PathBuf {
+    codex_home
+        .map_or_else(|| home.join(".codex"), Path::to_path_buf)
+        .join("config.toml")
 }
 
 /// Which servers of a file are imported: what its client would run.
@@ -191,6 +215,32 @@ impl FileFormat {
     }
 }
 
+/// Where a client's entry for a server lives, as Claude Code names it (and
+/// Cursor likewise, without `Local`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// The user's own config (`~/.claude.json`'s `mcpServers`,
+    /// `~/.cursor/mcp.json`, Codex's `config.toml`): every project.
+    User,
+    /// The project's shared file (`.mcp.json`, `.cursor/mcp.json`), which
+    /// a repository carries to everyone who works on it.
+    Project,
+    /// Claude Code's entry for this project in `~/.claude.json`: this
+    /// user, this project.
+    Local,
+}
+
+impl Scope {
+    /// Its name as `claude mcp --scope` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Project => "project",
+            Scope::Local => "local",
+        }
+    }
+}
+
 /// One client config file, its format, and which of its servers to import.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientFile {
@@ -200,6 +250,9 @@ pub struct ClientFile {
     pub format: FileFormat,
     /// Which of its servers are imported.
     pub trust: Trust,
+    /// Which of the client's scopes it is, when it is one of the client's
+    /// own files (not a file named by `--from PATH`).
+    pub scope: Option<Scope>,
 }
 
 impl ClientFile {
@@ -229,6 +282,7 @@ impl ClientFile {
             path: path.to_path_buf(),
             format,
             trust: Trust::User,
+            scope: None,
         })
     }
 }
@@ -310,6 +364,12 @@ pub struct ImportedServer {
     /// For a server of a project's file: what approved it (Claude Code's
     /// state, or `--trust-project-servers`).
     pub approval: Option<String>,
+    /// The settings of its entry that only the client reads: not in
+    /// [`ImportedServer::raw`], moved onto the gatehouse entry instead
+    /// ([`entry::gateway_entry`]).
+    pub client: ClientSide,
+    /// The client's scope it came from ([`ClientFile::scope`]).
+    pub scope: Option<Scope>,
 }
 
 impl ImportedServer {
@@ -339,8 +399,14 @@ impl ImportedServer {
 }
 
 /// `word` as a POSIX shell reads it back: as is when it holds only plain
-/// characters, else in single quotes.
-fn shell_quote(word: &str) -> String {
+/// characters, else in single quotes (each `'` in it written `'\''`).
+///
+/// ```
+/// use gatehouse_mcp::import::shell_quote;
+/// assert_eq!(shell_quote("docs"), "docs");
+/// assert_eq!(shell_quote(r#"{"a":"it's"}"#), r#"'{"a":"it'\''s"}'"#);
+/// ```
+pub fn shell_quote(word: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c);
     if !word.is_empty() && word.chars().all(plain) {
         word.to_owned()
@@ -490,17 +556,41 @@ impl Import {
     /// none exists.
     pub fn from_files(client: &'static str, files: &[ClientFile]) -> Result<Import, ImportError> {
         let mut import = Import::default();
+        let mut disabled_here = Vec::new();
         for file in files {
             if std::fs::symlink_metadata(&file.path).is_err() {
                 continue;
             }
-            import.read_file(file)?;
+            disabled_here.extend(import.read_file(file)?);
         }
         if import.read.is_empty() {
             return Err(ImportError::NothingFound {
                 client,
                 looked: files.iter().map(|file| file.path.clone()).collect(),
             });
+        }
+        // Claude Code does not start a server this project's entry
+        // disables, whichever scope defines it.
+        for (name, place) in disabled_here {
+            let found: Vec<String> = import
+                .servers
+                .iter()
+                .filter(|(_, server)| server.original_name == name)
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in found {
+                if let Some(server) = import.servers.remove(&key) {
+                    import.note(
+                        &server.original_name,
+                        &server.source,
+                        NoteKind::NotTrusted {
+                            why: format!(
+                                "Claude Code does not run it in this project (disabledMcpServers in {place})"
+                            ),
+                        },
+                    );
+                }
+            }
         }
         import.move_values_out();
         Ok(import)
@@ -514,7 +604,11 @@ impl Import {
         Ok(import)
     }
 
-    fn read_file(&mut self, file: &ClientFile) -> Result<(), ImportError> {
+    /// Reads the servers of `file`; returns the names this project's entry
+    /// in Claude Code's `.claude.json` disables (`disabledMcpServers`), each
+    /// with where.
+    fn read_file(&mut self, file: &ClientFile) -> Result<Vec<(String, String)>, ImportError> {
+        let mut disabled_here = Vec::new();
         let parse = |message: String| ImportError::Parse {
             path: file.path.clone(),
             message,
@@ -548,9 +642,24 @@ impl Import {
                 let value = read_json(&file.path)?;
                 // The entry Claude keys by this path as written, else one
                 // naming the same directory (a trailing slash, a link).
-                let local = claude::project_entries(&value, project)
-                    .pop()
-                    .and_then(|(_, entry)| entry.get("mcpServers"));
+                let entry = claude::project_entries(&value, project).pop();
+                if let Some((key, entry)) = entry {
+                    let place = format!(
+                        "{} (projects[{}])",
+                        file.path.display(),
+                        Value::String(key.to_owned())
+                    );
+                    for name in entry
+                        .get("disabledMcpServers")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                    {
+                        disabled_here.push((name.to_owned(), place.clone()));
+                    }
+                }
+                let local = entry.and_then(|(_, entry)| entry.get("mcpServers"));
                 match local {
                     None => vec![],
                     Some(Value::Object(map)) => vec![map.clone()],
@@ -609,7 +718,7 @@ impl Import {
                 self.add(&name, table, file, approval);
             }
         }
-        Ok(())
+        Ok(disabled_here)
     }
 
     fn note(&mut self, server: &str, source: &Path, kind: NoteKind) {
@@ -622,7 +731,7 @@ impl Import {
 
     /// Converts one server table and adds it, or notes why not.
     fn add(&mut self, name: &str, table: Value, file: &ClientFile, approval: Option<String>) {
-        let Value::Object(table) = table else {
+        let Value::Object(mut table) = table else {
             self.note(
                 name,
                 &file.path,
@@ -641,6 +750,21 @@ impl Import {
                 },
             );
             return;
+        }
+        if file.format.is_json() && client_side::says_disabled(&table) {
+            self.note(
+                name,
+                &file.path,
+                NoteKind::Skipped {
+                    why: "its entry says `\"disabled\": true`, so its client does not run it"
+                        .to_owned(),
+                },
+            );
+            return;
+        }
+        let (client, refused) = client_side::take(file, &mut table);
+        for (field, why) in refused {
+            self.note(name, &file.path, NoteKind::FieldNotCarried { field, why });
         }
         let known = RawServer::field_names();
         let mut carried = Map::new();
@@ -728,6 +852,13 @@ impl Import {
         // Claude's and Cursor's spelling, written as gatehouse's own.
         let headers = std::mem::take(&mut raw.headers);
         raw.http_headers.extend(headers);
+        // Claude Code's per-call timeout: gatehouse applies it to the
+        // server's calls itself (and the entry carries it for Claude Code).
+        if let Some(ms) = client.timeout_ms
+            && raw.tool_timeout_sec.is_none()
+        {
+            raw.tool_timeout_sec = Some(std::time::Duration::from_millis(ms).as_secs_f64());
+        }
         if file.format.is_json() {
             for field in unexpanded(&raw) {
                 self.note(name, &file.path, NoteKind::NotExpanded { field });
@@ -787,6 +918,8 @@ impl Import {
                 source: file.path.clone(),
                 raw,
                 approval,
+                client,
+                scope: file.scope,
             },
         );
     }
@@ -935,50 +1068,6 @@ fn read_json(path: &Path) -> Result<Value, ImportError> {
 
 /// The name the gateway's entry gets in the client's config.
 pub const GATEWAY_ENTRY: &str = "gatehouse";
-
-/// The entry that points a client at `gatehouse serve --config CONFIG`
-/// (`gatehouse` the program at `program`): for Codex a
-/// `[mcp_servers.gatehouse]` table, whose `env_vars` passes `environment`
-/// (Codex starts a server with a few base variables only; see
-/// [`Import::environment`]), for Claude's and Cursor's JSON an
-/// `{"mcpServers": {"gatehouse": ...}}` object (they pass their own
-/// environment on). Written by the `toml` and JSON serializers (the JSON
-/// with every control character escaped).
-pub fn gateway_entry(
-    json: bool,
-    program: &Path,
-    config: &Path,
-    environment: &[String],
-) -> Result<String, ImportError> {
-    let not_utf8 = |path: &Path| ImportError::Write {
-        server: GATEWAY_ENTRY.to_owned(),
-        message: format!("{} is not UTF-8", path.display()),
-    };
-    let program = program.to_str().ok_or_else(|| not_utf8(program))?;
-    let config = config.to_str().ok_or_else(|| not_utf8(config))?;
-    let raw = RawServer {
-        command: Some(program.to_owned()),
-        args: vec!["serve".to_owned(), "--config".to_owned(), config.to_owned()],
-        kind: json.then(|| "stdio".to_owned()),
-        env_vars: if json {
-            Vec::new()
-        } else {
-            environment.to_vec()
-        },
-        ..RawServer::default()
-    };
-    let written = if json {
-        let entry = BTreeMap::from([("mcpServers", BTreeMap::from([(GATEWAY_ENTRY, &raw)]))]);
-        gatehouse_core::escape::to_json_string_pretty(&entry).map_err(|error| error.to_string())
-    } else {
-        let entry = BTreeMap::from([("mcp_servers", BTreeMap::from([(GATEWAY_ENTRY, &raw)]))]);
-        toml::to_string(&entry).map_err(|error| error.to_string())
-    };
-    written.map_err(|message| ImportError::Write {
-        server: GATEWAY_ENTRY.to_owned(),
-        message,
-    })
-}
 
 #[cfg(test)]
 mod tests {
@@ -1375,34 +1464,102 @@ client_id = "x"
 
     #[test]
     fn the_gateway_entry_is_toml_or_json_naming_the_program_and_config() {
+        let (_dir, import) =
+            codex("[mcp_servers.a]\ncommand = \"a\"\nenv = { API_TOKEN = \"x\" }\n");
         let toml_text = gateway_entry(
-            false,
+            EntryFormat::Codex,
             Path::new("/bin/gate \"house\""),
             Path::new("/etc/g.toml"),
-            &["API_TOKEN".to_owned()],
+            &import,
         )
-        .expect("writes");
+        .expect("writes")
+        .text;
         let table: toml::Table = toml::from_str(&toml_text).expect("TOML");
-        assert_eq!(
-            table["mcp_servers"]["gatehouse"]["command"].as_str(),
-            Some("/bin/gate \"house\"")
-        );
+        let gatehouse = &table["mcp_servers"]["gatehouse"];
+        assert_eq!(gatehouse["command"].as_str(), Some("/bin/gate \"house\""));
         // Codex passes a server only the variables it names.
         assert_eq!(
-            table["mcp_servers"]["gatehouse"]["env_vars"],
+            gatehouse["env_vars"],
             toml::Value::Array(vec!["API_TOKEN".into()])
         );
+        assert_eq!(gatehouse["required"].as_bool(), Some(true));
         let json_text = gateway_entry(
-            true,
+            EntryFormat::McpJson,
             Path::new("/bin/gatehouse"),
             Path::new("/etc/g.toml"),
-            &["API_TOKEN".to_owned()],
+            &import,
         )
-        .expect("writes");
+        .expect("writes")
+        .text;
         let value: Value = serde_json::from_str(&json_text).expect("JSON");
         assert_eq!(
             value["mcpServers"]["gatehouse"]["args"],
             serde_json::json!(["serve", "--config", "/etc/g.toml"])
         );
+    }
+
+    #[test]
+    fn codex_approval_settings_are_not_written_where_nothing_reads_them() {
+        let (_dir, import) = codex(
+            r#"
+[mcp_servers.files]
+command = "files"
+default_tools_approval_mode = "approve"
+startup_readiness = "catalog"
+startup_timeout_ms = 4000
+[mcp_servers.files.tools.read]
+approval_mode = "prompt"
+"#,
+        );
+        let text = import.to_toml().expect("writes");
+        for key in [
+            "default_tools_approval_mode",
+            "approval_mode",
+            "startup_readiness",
+            "tools",
+        ] {
+            assert!(!text.contains(key), "{key}: {text}");
+        }
+        assert!(import.notes.is_empty(), "{:?}", import.notes);
+        let files = &import.servers["files"];
+        assert_eq!(files.raw.startup_timeout_sec, Some(4.0));
+        assert_eq!(
+            files.client.default_tools_approval_mode,
+            Some(client_side::CodexApproval::Approve)
+        );
+    }
+
+    #[test]
+    fn a_server_its_client_does_not_run_here_is_not_imported() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        write(
+            home.path(),
+            ".claude.json",
+            &serde_json::json!({
+                "mcpServers": {"docs": {"command": "docs"}, "web": {"command": "web"}},
+                "projects": {project.path().to_string_lossy(): {"disabledMcpServers": ["docs"]}},
+            })
+            .to_string(),
+        );
+        let files = Client::Claude.files(home.path(), None, project.path(), false);
+        let import = Import::from_files("claude", &files).expect("imports");
+        assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["web"]);
+        assert_eq!(import.servers["web"].scope, Some(Scope::User));
+        assert!(
+            import.notes[0]
+                .to_string()
+                .contains("Claude Code does not run it in this project (disabledMcpServers in "),
+            "{:?}",
+            import.notes
+        );
+        let path = write(
+            home.path(),
+            "cline.json",
+            r#"{"mcpServers": {"off": {"command": "off", "disabled": true}, "on": {"command": "on", "disabled": false}}}"#,
+        );
+        let import =
+            Import::from_file(&ClientFile::detect(&path).expect("detected")).expect("imports");
+        assert_eq!(import.servers.keys().collect::<Vec<_>>(), ["on"]);
     }
 }

@@ -2,8 +2,15 @@
 //! reference chain (the allowlist, then the guardian) with its modules copied
 //! beside the config and their sha256 pinned, the `[elicitations]` defaults
 //! spelled out, and the MCP servers of the operator's client imported
-//! ([`gatehouse_mcp::import`]); then prints the entry that points the client
-//! at `gatehouse serve` instead.
+//! ([`gatehouse_mcp::import`]); then prints what points the client at
+//! `gatehouse serve` instead: for Codex the entry for the `config.toml` it
+//! reads (`$CODEX_HOME`'s when set), for Claude Code the `claude mcp
+//! add-json` and `claude mcp remove` commands with their scopes, for Cursor
+//! the entry for its `mcp.json`; the settings the client kept in its
+//! entries for the servers moved onto gatehouse's, one sentence each on
+//! stderr ([`gatehouse_mcp::import::entry`]); and the client's permission
+//! rules for the servers' tools, given again for their gatehouse names
+//! ([`gatehouse_mcp::import::permissions`]).
 //!
 //! Before anything is written it says on stderr what was left out and why
 //! (a project server its client would not run among them), every command
@@ -24,15 +31,33 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use gatehouse_core::escape::Escaped;
 use gatehouse_core::private_fs;
-use gatehouse_mcp::import::{Client, ClientFile, Import, gateway_entry};
+use gatehouse_mcp::import::permissions::{RuleMove, claude_rules, cursor_rules};
+use gatehouse_mcp::import::{
+    Client, ClientFile, EntryFormat, GATEWAY_ENTRY, GatewayEntry, Import, Scope, codex_config,
+    gateway_entry, shell_quote,
+};
+use gatehouse_mcp::server_config::is_valid_server_name;
 
 /// Write a commented gatehouse.toml from your MCP client's config.
 ///
 /// It holds the reference chain (the allowlist, then the guardian) with its
 /// modules copied to `modules/` beside it and their sha256 pinned, the
 /// [elicitations] defaults, and the MCP servers of your client's config
-/// (--from). Then print the entry that points
-/// your client at `gatehouse serve`.
+/// (--from). Then print what points your client at `gatehouse serve`: for
+/// Codex the [mcp_servers.gatehouse] entry for the config.toml it reads
+/// ($CODEX_HOME/config.toml when CODEX_HOME is set), with required = true;
+/// for Claude Code the `claude mcp add-json` command and a `claude mcp
+/// remove` per imported server, each with its scope (user, project, local);
+/// for Cursor the entry for its mcp.json.
+///
+/// Settings only the client reads are not written into gatehouse.toml but
+/// moved onto that entry, one sentence each on stderr: Codex's
+/// default_tools_approval_mode (the strictest where servers disagree),
+/// per-tool approval modes (tools renamed SERVER__TOOL, as gatehouse
+/// exposes them), startup_readiness, timeouts; Claude Code's timeout and
+/// alwaysLoad. The client's permission rules for the servers' tools
+/// (Claude Code's permissions, Cursor's mcpAllowlist) are printed again for
+/// the tools' gatehouse names.
 ///
 /// Only servers the client itself would run are imported: from the
 /// project's .mcp.json, only those Claude Code approved
@@ -123,13 +148,19 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             "--trust-project-servers goes with --from cursor (its ./.cursor/mcp.json); Claude Code's ./.mcp.json servers follow Claude Code's own approvals, and a PATH is imported whole"
         );
     }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    // Codex reads $CODEX_HOME/config.toml when it is set: so does init, and
+    // so says its advice.
+    let codex_home = std::env::var_os("CODEX_HOME")
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from);
     let import = match &source {
         None => Import::default(),
         Some(Source::Client(client)) => {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
+            let home = home
+                .clone()
                 .context("HOME is not set: it says where the client's config is (`~`)")?;
-            let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+            let codex_home = codex_home.as_deref().map(|path| absolute(&cwd, path));
             let files = client.files(
                 &home,
                 codex_home.as_deref(),
@@ -196,7 +227,12 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         .chain(STATE.iter().map(|state| base.join(state)))
         .collect();
     ignore_in_work_tree(&base, &local);
-    print_next_steps(source.as_ref(), &import, &config)?;
+    let places = Places {
+        home: home.as_deref(),
+        codex_home: codex_home.as_deref(),
+        project: &cwd,
+    };
+    print_next_steps(source.as_ref(), &import, &config, &places)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -539,55 +575,301 @@ fn write(path: &Path, bytes: &[u8], force: bool) -> anyhow::Result<()> {
     }
 }
 
-/// Prints (stdout) the entry that points the client at `gatehouse serve`
-/// and which of its servers to remove there.
-fn print_next_steps(source: Option<&Source>, import: &Import, config: &Path) -> anyhow::Result<()> {
+/// Where the clients keep their configs on this machine.
+struct Places<'a> {
+    /// `$HOME`, if set.
+    home: Option<&'a Path>,
+    /// `$CODEX_HOME`, if set.
+    codex_home: Option<&'a Path>,
+    /// The project: the directory init runs in.
+    project: &'a Path,
+}
+
+impl Places<'_> {
+    /// `home/relative`, or `~/relative` when HOME is not set.
+    fn in_home(&self, relative: &str) -> String {
+        self.home.map_or_else(
+            || format!("~/{relative}"),
+            |home| home.join(relative).display().to_string(),
+        )
+    }
+
+    /// The file Codex reads, and how it was found.
+    fn codex_config(&self) -> String {
+        match (self.codex_home, self.home) {
+            (Some(codex_home), _) => format!(
+                "{} (CODEX_HOME is set, so Codex reads $CODEX_HOME/config.toml, not ~/.codex/config.toml)",
+                absolute(self.project, &codex_home.join("config.toml")).display()
+            ),
+            (None, Some(home)) => codex_config(home, None).display().to_string(),
+            (None, None) => "~/.codex/config.toml".to_owned(),
+        }
+    }
+
+    /// Where a Claude Code scope lives, in one line.
+    fn claude_scope(&self, scope: Scope) -> String {
+        match scope {
+            Scope::User => format!(
+                "user: mcpServers in {}, for you in every project",
+                self.in_home(".claude.json")
+            ),
+            Scope::Local => format!(
+                "local: this project's entry in {} (projects[\"{}\"]), for you in this project only",
+                self.in_home(".claude.json"),
+                self.project.display()
+            ),
+            Scope::Project => format!(
+                "project: {}, shared with everyone who works on this repository",
+                self.project.join(".mcp.json").display()
+            ),
+        }
+    }
+}
+
+/// Prints the moved settings' sentences (stderr), one line each.
+fn print_moved(client: &str, moved: &[String]) {
+    for sentence in moved {
+        eprintln!("gatehouse: {client} entry: {}", Escaped(sentence));
+    }
+}
+
+/// Prints permission rules to write again for the tools' gatehouse names.
+fn print_rules(client: &str, rules: &[RuleMove], names: &str) {
+    if rules.is_empty() {
+        return;
+    }
+    let denies = rules.iter().any(|rule| rule.list.ends_with("deny"));
+    println!(
+        "\n{client}'s permission rules name the tools of servers gatehouse now serves; through gatehouse those tools are named {names}, so the rules no longer match them{}. Add these rules beside them:",
+        if denies {
+            " (and a deny that no longer matches no longer protects)"
+        } else {
+            ""
+        }
+    );
+    for rule in rules {
+        println!("  {rule}");
+    }
+}
+
+/// The files the imported servers came from, escaped.
+fn sources(import: &Import) -> String {
+    let files: std::collections::BTreeSet<String> = import
+        .servers
+        .values()
+        .map(|server| Escaped(&server.source.display().to_string()).to_string())
+        .collect();
+    files.into_iter().collect::<Vec<_>>().join(", ")
+}
+
+/// The imported servers' names as the client knows them, each quoted.
+fn original_names(import: &Import) -> Vec<String> {
+    import
+        .servers
+        .values()
+        .map(|server| format!("`{}`", Escaped(&server.original_name)))
+        .collect()
+}
+
+/// Prints (stdout) what points the client at `gatehouse serve`: the entry,
+/// where it goes (or for Claude Code the `claude mcp` commands to run, with
+/// the scope), which of its servers to remove, and the permission rules to
+/// write again; and (stderr) one sentence per client-side setting moved
+/// onto the entry.
+fn print_next_steps(
+    source: Option<&Source>,
+    import: &Import,
+    config: &Path,
+    places: &Places<'_>,
+) -> anyhow::Result<()> {
     let program = std::env::current_exe().context("cannot tell where this binary is")?;
     let config = config
         .canonicalize()
         .unwrap_or_else(|_| config.to_path_buf());
-    let environment: Vec<String> = import.environment().into_iter().collect();
-    let (json, place) = match source {
-        Some(Source::Client(Client::Codex)) => (false, "~/.codex/config.toml".to_owned()),
-        Some(Source::Client(Client::Claude)) => (true, "~/.claude.json or .mcp.json".to_owned()),
-        Some(Source::Client(Client::Cursor)) => (true, "~/.cursor/mcp.json".to_owned()),
-        Some(Source::File(file)) => (file.format.is_json(), file.path.display().to_string()),
+    let entry = |format| gateway_entry(format, &program, &config, import);
+    match source {
         None => {
-            println!("Point your client at gatehouse. Codex (~/.codex/config.toml):\n");
+            let codex = entry(EntryFormat::Codex)?;
             println!(
-                "{}\n",
-                gateway_entry(false, &program, &config, &environment)?.trim_end()
+                "Point your client at gatehouse.\n\nCodex: add this to {}\n\n{}\n",
+                Escaped(&places.codex_config()),
+                codex.text.trim_end()
             );
-            println!("Claude Code (.mcp.json) or Cursor (~/.cursor/mcp.json):\n");
+            let claude = entry(EntryFormat::ClaudeCommand)?;
             println!(
-                "{}",
-                gateway_entry(true, &program, &config, &environment)?.trim_end()
+                "Claude Code: run\n\n  claude mcp add-json --scope local {GATEWAY_ENTRY} {}\n\n({})\n",
+                shell_quote(&claude.text),
+                Escaped(&places.claude_scope(Scope::Local))
             );
-            return Ok(());
+            let cursor = entry(EntryFormat::McpJson)?;
+            println!(
+                "Cursor: add this to {} (every workspace) or {} (this one)\n\n{}",
+                Escaped(&places.in_home(".cursor/mcp.json")),
+                Escaped(
+                    &places
+                        .project
+                        .join(".cursor/mcp.json")
+                        .display()
+                        .to_string()
+                ),
+                cursor.text.trim_end()
+            );
+            print_moved("Codex", &codex.moved);
         }
-    };
-    println!(
-        "Point your client at gatehouse: add this to {}\n",
-        Escaped(&place)
-    );
-    println!(
-        "{}",
-        gateway_entry(json, &program, &config, &environment)?.trim_end()
-    );
-    if import.servers.is_empty() {
-        return Ok(());
+        Some(Source::Client(Client::Codex)) => {
+            let codex = entry(EntryFormat::Codex)?;
+            print_moved("Codex", &codex.moved);
+            let place = places.codex_config();
+            println!(
+                "Point Codex at gatehouse: add this to {}\n\n{}",
+                Escaped(&place),
+                codex.text.trim_end()
+            );
+            if !import.servers.is_empty() {
+                println!(
+                    "\nThen remove (or disable: enabled = false) the servers gatehouse now serves in that file, so Codex does not reach them directly: {}",
+                    original_names(import).join(", ")
+                );
+            }
+        }
+        Some(Source::Client(Client::Claude)) => {
+            print_claude(import, places, &entry(EntryFormat::ClaudeCommand)?)
+        }
+        Some(Source::Client(Client::Cursor)) => {
+            let cursor = entry(EntryFormat::McpJson)?;
+            print_moved("Cursor", &cursor.moved);
+            let from_project = import
+                .servers
+                .values()
+                .any(|server| server.scope == Some(Scope::Project));
+            let place = if from_project {
+                format!(
+                    "{} (the project's file, as gatehouse serves this project's servers; the entry names this machine's paths, so keep that change out of commits)",
+                    places.project.join(".cursor/mcp.json").display()
+                )
+            } else {
+                format!("{} (every workspace)", places.in_home(".cursor/mcp.json"))
+            };
+            println!(
+                "Point Cursor at gatehouse: add this to {}\n\n{}",
+                Escaped(&place),
+                cursor.text.trim_end()
+            );
+            if !import.servers.is_empty() {
+                println!(
+                    "\nThen remove the servers gatehouse now serves from {}, so Cursor does not reach them directly: {}",
+                    sources(import),
+                    original_names(import).join(", ")
+                );
+            }
+            if let Some(home) = places.home {
+                print_rules(
+                    "Cursor",
+                    &cursor_rules(home, places.project, import),
+                    "gatehouse:SERVER__TOOL",
+                );
+            }
+        }
+        Some(Source::File(file)) => {
+            let (format, client) = if file.format.is_json() {
+                (EntryFormat::McpJson, "JSON")
+            } else {
+                (EntryFormat::Codex, "Codex")
+            };
+            let written = entry(format)?;
+            print_moved(client, &written.moved);
+            println!(
+                "Point your client at gatehouse: add this to {}\n\n{}",
+                Escaped(&file.path.display().to_string()),
+                written.text.trim_end()
+            );
+            if !import.servers.is_empty() {
+                println!(
+                    "\nThen remove (or disable{}) the servers gatehouse now serves, so the client does not reach them directly: {}",
+                    if file.format.is_json() {
+                        ""
+                    } else {
+                        ": enabled = false"
+                    },
+                    original_names(import).join(", ")
+                );
+            }
+        }
     }
-    let names: Vec<String> = import
+    Ok(())
+}
+
+/// Claude Code: the `claude mcp add-json` command for gatehouse's entry
+/// and a `claude mcp remove` per imported server, each with its scope
+/// spelled out. gatehouse goes in the user scope when every server it
+/// serves came from there, else in the local one: a project's servers
+/// then run only in this project, as before, and the entry, which names
+/// this machine's binary and a config kept out of git, stays out of the
+/// shared `.mcp.json`.
+fn print_claude(import: &Import, places: &Places<'_>, claude: &GatewayEntry) {
+    print_moved("Claude Code", &claude.moved);
+    let scopes: std::collections::BTreeSet<Scope> = import
         .servers
         .values()
-        .map(|server| format!("`{}`", Escaped(&server.original_name)))
+        .filter_map(|server| server.scope)
         .collect();
+    let scope = if !scopes.is_empty() && scopes.iter().all(|scope| *scope == Scope::User) {
+        Scope::User
+    } else {
+        Scope::Local
+    };
     println!(
-        "\nThen remove (or disable{}) the servers gatehouse now serves, so the client does not reach them directly: {}",
-        if json { "" } else { ": enabled = false" },
-        names.join(", ")
+        "Point Claude Code at gatehouse: run\n\n  claude mcp add-json --scope {} {GATEWAY_ENTRY} {}",
+        scope.name(),
+        shell_quote(&claude.text)
     );
-    Ok(())
+    let mut explained = std::collections::BTreeSet::from([scope]);
+    explained.extend(scopes.iter().copied());
+    if scope == Scope::Local && !scopes.is_empty() {
+        println!(
+            "\n(gatehouse goes in the local scope, as some servers it serves are this project's: in another scope they would run in your other projects too, and the entry names this machine's binary and a config kept out of git.)"
+        );
+    }
+    if !import.servers.is_empty() {
+        println!(
+            "\nThen remove the servers gatehouse now serves, so Claude Code does not reach them directly:\n"
+        );
+        for server in import.servers.values() {
+            let name = &server.original_name;
+            match server.scope {
+                Some(from) if is_valid_server_name(name) => println!(
+                    "  claude mcp remove --scope {} {}",
+                    from.name(),
+                    shell_quote(name)
+                ),
+                _ => println!(
+                    "  # `{}`: remove it from {} by hand",
+                    Escaped(name),
+                    Escaped(&server.source.display().to_string())
+                ),
+            }
+        }
+        if scope == Scope::Local
+            && scopes
+                .iter()
+                .any(|from| matches!(from, Scope::User | Scope::Project))
+        {
+            println!(
+                "\n(Removing a user-scope server takes it from your other projects too, and a project-scope one from everyone's ./.mcp.json: to stop one only here, disable it in Claude Code's /mcp menu instead.)"
+            );
+        }
+    }
+    println!("\nClaude Code's scopes:");
+    for scope in explained {
+        println!("  {}", Escaped(&places.claude_scope(scope)));
+    }
+    if let Some(home) = places.home {
+        print_rules(
+            "Claude Code",
+            &claude_rules(home, places.project, import),
+            "mcp__gatehouse__SERVER__TOOL",
+        );
+    }
 }
 
 fn absolute(cwd: &Path, path: &Path) -> PathBuf {

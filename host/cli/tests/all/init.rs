@@ -65,16 +65,37 @@ impl Setup {
     }
 
     fn init_with_guests(&self, args: &[&str], guests: &Path) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        self.command(args, "gh/gatehouse.toml", guests)
+            .output()
+            .expect("gatehouse runs")
+    }
+
+    /// `gatehouse init ARGS --config CONFIG` with `CODEX_HOME` set.
+    fn init_codex_home(&self, args: &[&str], codex_home: &Path) -> Output {
+        self.command(args, "gh/gatehouse.toml", &guests_dir())
+            .env("CODEX_HOME", codex_home)
+            .output()
+            .expect("gatehouse runs")
+    }
+
+    /// `gatehouse init ARGS --config CONFIG` (relative to the project).
+    fn init_config(&self, args: &[&str], config: &str) -> Output {
+        self.command(args, config, &guests_dir())
+            .output()
+            .expect("gatehouse runs")
+    }
+
+    fn command(&self, args: &[&str], config: &str, guests: &Path) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        command
             .arg("init")
             .args(args)
-            .args(["--config", "gh/gatehouse.toml"])
+            .args(["--config", config])
             .current_dir(self.project())
             .env("HOME", self.home.path())
             .env_remove("CODEX_HOME")
-            .env("GATEHOUSE_GUESTS_DIR", guests)
-            .output()
-            .expect("gatehouse runs")
+            .env("GATEHOUSE_GUESTS_DIR", guests);
+        command
     }
 }
 
@@ -115,6 +136,40 @@ fn printed_entry(output: &Output) -> String {
         .unwrap_or_default()
         .trim()
         .to_owned()
+}
+
+/// The printed Codex entry's `[mcp_servers.gatehouse]` table.
+fn codex_entry(output: &Output) -> toml::Table {
+    let entry: toml::Table = toml::from_str(&printed_entry(output)).expect("the entry is TOML");
+    entry["mcp_servers"]["gatehouse"]
+        .as_table()
+        .expect("a table")
+        .clone()
+}
+
+/// `word` as `/bin/sh` reads it: proof the printed command quotes it.
+fn shell_word(word: &str) -> String {
+    let output = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("printf '%s' {word}"))
+        .output()
+        .expect("sh runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    stdout(&output)
+}
+
+/// The printed `claude mcp add-json --scope SCOPE gatehouse 'JSON'`: the
+/// scope and the JSON, as a shell passes it to `claude`.
+fn claude_add_json(output: &Output) -> (String, Value) {
+    let out = stdout(output);
+    let line = out
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("claude mcp add-json --scope "))
+        .unwrap_or_else(|| panic!("no add-json command in:\n{out}"));
+    let (scope, rest) = line.split_once(' ').expect("a scope");
+    let quoted = rest.strip_prefix("gatehouse ").expect("named gatehouse");
+    let json = serde_json::from_str(&shell_word(quoted)).expect("the entry is JSON");
+    (scope.to_owned(), json)
 }
 
 fn same_file(a: &str, b: &Path) -> bool {
@@ -352,7 +407,7 @@ fn init_from_claude_reads_the_user_the_local_and_the_project_servers() {
                 "docs": {"type": "stdio", "command": "npx", "args": ["-y", "docs-mcp"], "env": {"KEY": "${DOCS_KEY}"}},
                 "legacy": {"type": "sse", "url": "https://legacy.example.com/sse"},
             },
-            "projects": {project: {
+            "projects": {project.clone(): {
                 "mcpServers": {
                     "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"Authorization": "Bearer abc"}},
                 },
@@ -392,17 +447,43 @@ fn init_from_claude_reads_the_user_the_local_and_the_project_servers() {
     ] {
         assert!(errors.contains(report), "{report}: {errors}");
     }
-    let entry: Value = serde_json::from_str(&printed_entry(&output)).expect("the entry is JSON");
-    let gatehouse = &entry["mcpServers"]["gatehouse"];
+    // Claude Code gets the commands to run, each with its scope: gatehouse
+    // in the local one, as it serves this project's servers, and each
+    // server removed from the scope it came from.
+    let (scope, gatehouse) = claude_add_json(&output);
+    assert_eq!(scope, "local");
     assert!(same_file(
         gatehouse["command"].as_str().expect("command"),
         Path::new(env!("CARGO_BIN_EXE_gatehouse"))
     ));
+    assert_eq!(gatehouse["type"], "stdio");
     assert_eq!(gatehouse["args"][0], "serve");
     assert_eq!(
         Path::new(gatehouse["args"][2].as_str().expect("config")),
         setup.config()
     );
+    let out = stdout(&output);
+    assert!(!out.contains("\"mcpServers\""), "{out}");
+    let claude_json = setup.home.path().join(".claude.json");
+    for line in [
+        "  claude mcp remove --scope user docs\n".to_owned(),
+        "  claude mcp remove --scope project repo\n".to_owned(),
+        "  claude mcp remove --scope local web\n".to_owned(),
+        format!(
+            "  user: mcpServers in {}, for you in every project\n",
+            claude_json.display()
+        ),
+        format!(
+            "  local: this project's entry in {} (projects[\"{project}\"]), for you in this project only\n",
+            claude_json.display()
+        ),
+        format!(
+            "  project: {}, shared with everyone who works on this repository\n",
+            setup.project().join(".mcp.json").display()
+        ),
+    ] {
+        assert!(out.contains(&line), "{line}: {out}");
+    }
 }
 
 #[test]
@@ -913,5 +994,360 @@ fn the_files_gatehouse_writes_in_a_work_tree_are_added_to_its_gitignore_once() {
         stderr(&output).contains("not changed (it is a symbolic link or not a regular file); add these lines yourself: /gh/gatehouse.toml"),
         "{}",
         stderr(&output)
+    );
+}
+
+#[test]
+fn codex_home_decides_which_config_init_reads_and_where_it_says_the_entry_goes() {
+    let setup = Setup::new();
+    // ~/.codex holds another config: with CODEX_HOME set, Codex ignores it.
+    setup.write(
+        ".codex/config.toml",
+        "[mcp_servers.wrong]\ncommand = \"wrong\"\n",
+    );
+    let codex_home = tempfile::tempdir().expect("tempdir");
+    let codex_config = codex_home.path().join("config.toml");
+    std::fs::write(&codex_config, "[mcp_servers.right]\ncommand = \"right\"\n").expect("writes");
+    let output = setup.init_codex_home(&["--from", "codex"], codex_home.path());
+    assert_ok(&output);
+    let config = assert_reference_chain(&setup);
+    assert_eq!(config.mcp_servers.keys().collect::<Vec<_>>(), ["right"]);
+    let out = stdout(&output);
+    assert!(
+        out.starts_with(&format!(
+            "Point Codex at gatehouse: add this to {} (CODEX_HOME is set, so Codex reads $CODEX_HOME/config.toml, not ~/.codex/config.toml)\n",
+            codex_config.display()
+        )),
+        "{out}"
+    );
+    codex_entry(&output);
+
+    // Without --from, the advice names the same file.
+    let output = setup.init_codex_home(&["--force"], codex_home.path());
+    assert_ok(&output);
+    assert!(
+        stdout(&output).contains(&format!(
+            "Codex: add this to {} (CODEX_HOME",
+            codex_config.display()
+        )),
+        "{}",
+        stdout(&output)
+    );
+
+    // Without CODEX_HOME: the real path under HOME, not `~`.
+    let output = setup.init(&["--from", "codex", "--force"]);
+    assert_ok(&output);
+    let config = assert_reference_chain(&setup);
+    assert_eq!(config.mcp_servers.keys().collect::<Vec<_>>(), ["wrong"]);
+    assert!(
+        stdout(&output).starts_with(&format!(
+            "Point Codex at gatehouse: add this to {}\n",
+            setup.home.path().join(".codex/config.toml").display()
+        )),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn codex_client_settings_move_onto_the_entry_and_nothing_lands_where_nothing_reads_it() {
+    let setup = Setup::new();
+    setup.write(
+        ".codex/config.toml",
+        r#"
+[mcp_servers.files]
+command = "files-server"
+env = { LOG = "warn" }
+default_tools_approval_mode = "approve"
+startup_readiness = "catalog"
+startup_timeout_sec = 25
+tool_timeout_sec = 600
+
+[mcp_servers.files.tools.write_file]
+approval_mode = "prompt"
+
+[mcp_servers.git-hub]
+command = "gh-mcp"
+default_tools_approval_mode = "approve"
+startup_readiness = "catalog"
+
+[mcp_servers.git-hub.tools."create.issue"]
+approval_mode = "writes"
+output_token_limit = 2000
+"#,
+    );
+    let output = setup.init(&["--from", "codex"]);
+    assert_ok(&output);
+    let config = assert_reference_chain(&setup);
+    // gatehouse reads none of Codex's approval settings: none is written.
+    let text = std::fs::read_to_string(setup.config()).expect("written");
+    for key in [
+        "default_tools_approval_mode",
+        "approval_mode",
+        "startup_readiness",
+        "output_token_limit",
+    ] {
+        assert!(!text.contains(key), "{key} in:\n{text}");
+    }
+    let errors = stderr(&output);
+    assert!(!errors.contains("not carried"), "{errors}");
+    // What gatehouse does read stays in its table.
+    let files = &config.mcp_servers["files"];
+    assert_eq!(files.default_tools_approval_mode, None);
+    assert_eq!(
+        (files.startup_timeout_sec, files.tool_timeout_sec),
+        (Some(25.0), Some(600.0))
+    );
+
+    // The entry carries them, the tools under gatehouse's names for them.
+    let gatehouse = codex_entry(&output);
+    assert_eq!(gatehouse["required"].as_bool(), Some(true));
+    assert_eq!(
+        gatehouse["default_tools_approval_mode"].as_str(),
+        Some("approve")
+    );
+    assert_eq!(gatehouse["startup_readiness"].as_str(), Some("catalog"));
+    assert_eq!(gatehouse["startup_timeout_sec"].as_float(), Some(25.0));
+    assert_eq!(gatehouse["tool_timeout_sec"].as_float(), Some(600.0));
+    assert_eq!(
+        gatehouse["env_vars"],
+        toml::Value::Array(vec!["LOG".into()])
+    );
+    let names = gatehouse_mcp::naming::qualified_names(&[
+        ("files", "write_file"),
+        ("git-hub", "create.issue"),
+    ]);
+    assert_eq!(names, ["files__write_file", "git_hub__create_issue"]);
+    let tools = gatehouse["tools"].as_table().expect("tools");
+    assert_eq!(
+        tools.keys().collect::<Vec<_>>(),
+        names.iter().collect::<Vec<_>>()
+    );
+    assert_eq!(tools[&names[0]]["approval_mode"].as_str(), Some("prompt"));
+    assert_eq!(tools[&names[1]]["approval_mode"].as_str(), Some("writes"));
+    assert_eq!(
+        tools[&names[1]]["output_token_limit"].as_integer(),
+        Some(2000)
+    );
+    // One sentence per moved setting, on stderr.
+    for sentence in [
+        "gatehouse: Codex entry: required = true: Codex waits for gatehouse before the first turn",
+        "gatehouse: Codex entry: default_tools_approval_mode = \"approve\", as every server gatehouse serves had it: for gatehouse's tools Codex makes the calls without asking, under approval_policy = \"never\" too.",
+        "gatehouse: Codex entry: tools.git_hub__create_issue: `git-hub`'s settings for its tool `create.issue`, under the name gatehouse gives it: approval_mode = \"writes\"",
+        "gatehouse: Codex entry: startup_readiness = \"catalog\", as every server had it",
+        "gatehouse: Codex entry: tool_timeout_sec = 600: Codex lets a call through gatehouse run that long, as it let `files`'s",
+    ] {
+        assert!(errors.contains(sentence), "{sentence}\n{errors}");
+    }
+}
+
+#[test]
+fn codex_servers_that_disagree_get_the_stricter_mode_never_a_wider_one() {
+    let setup = Setup::new();
+    setup.write(
+        ".codex/config.toml",
+        r#"
+[mcp_servers.a]
+command = "a"
+default_tools_approval_mode = "approve"
+enabled_tools = ["read", "list"]
+[mcp_servers.b]
+command = "b"
+default_tools_approval_mode = "prompt"
+[mcp_servers.c]
+command = "c"
+default_tools_approval_mode = "approve"
+"#,
+    );
+    let output = setup.init(&["--from", "codex"]);
+    assert_ok(&output);
+    let gatehouse = codex_entry(&output);
+    assert_eq!(
+        gatehouse["default_tools_approval_mode"].as_str(),
+        Some("prompt")
+    );
+    // `a`'s tools are known: they keep `approve` one by one; `c`'s are not,
+    // and stderr says how to keep them.
+    let tools = gatehouse["tools"].as_table().expect("tools");
+    assert_eq!(tools.keys().collect::<Vec<_>>(), ["a__list", "a__read"]);
+    assert!(
+        tools
+            .values()
+            .all(|tool| tool["approval_mode"].as_str() == Some("approve"))
+    );
+    let errors = stderr(&output);
+    for sentence in [
+        "default_tools_approval_mode = \"prompt\": the servers disagree, and the entry takes the strictest, from `b`",
+        "`c` had the looser \"approve\"",
+        "add [mcp_servers.gatehouse.tools.c__TOOL] approval_mode = \"approve\"",
+    ] {
+        assert!(errors.contains(sentence), "{sentence}\n{errors}");
+    }
+
+    // A server without a mode has Codex's `auto`: another's `approve` does
+    // not reach its tools.
+    setup.write(
+        ".codex/config.toml",
+        "[mcp_servers.a]\ncommand = \"a\"\ndefault_tools_approval_mode = \"approve\"\n[mcp_servers.b]\ncommand = \"b\"\n",
+    );
+    let output = setup.init(&["--from", "codex", "--force"]);
+    assert_ok(&output);
+    let gatehouse = codex_entry(&output);
+    assert!(
+        !gatehouse.contains_key("default_tools_approval_mode"),
+        "{gatehouse:?}"
+    );
+    assert!(
+        stderr(&output)
+            .contains("default_tools_approval_mode = \"auto\" (Codex's default, so not written)"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn claude_client_settings_move_onto_the_command_and_its_permission_rules_are_renamed() {
+    let setup = Setup::new();
+    let project = setup.project().display().to_string();
+    setup.write(
+        ".claude.json",
+        &json!({
+            "mcpServers": {
+                "docs": {"type": "stdio", "command": "docs-mcp", "timeout": 120000, "alwaysLoad": true},
+                "web": {"type": "http", "url": "https://web.example.com/mcp", "timeout": 300000,
+                        "tools": [{"name": "post", "permission_policy": "always_deny"}]},
+                "old": {"command": "old-mcp"},
+            },
+            // Claude Code does not run `old` in this project.
+            "projects": {project: {"disabledMcpServers": ["old"]}},
+        })
+        .to_string(),
+    );
+    setup.write(
+        ".claude/settings.json",
+        &json!({"permissions": {"allow": ["mcp__docs"], "deny": ["mcp__docs__drop_table"]}})
+            .to_string(),
+    );
+    // A config path a shell must quote.
+    let output = setup.init_config(&["--from", "claude"], "it's here/gatehouse.toml");
+    assert_ok(&output);
+    let config_path = setup.project().join("it's here/gatehouse.toml");
+    let config = Config::load(&config_path).expect("loads");
+    assert_eq!(
+        config.mcp_servers.keys().collect::<Vec<_>>(),
+        ["docs", "web"]
+    );
+    // gatehouse applies each server's timeout itself.
+    assert_eq!(config.mcp_servers["docs"].tool_timeout_sec, Some(120.0));
+    assert_eq!(config.mcp_servers["web"].tool_timeout_sec, Some(300.0));
+    let errors = stderr(&output);
+    assert!(
+        errors.contains("server `old`: skipped, from ")
+            && errors
+                .contains("Claude Code does not run it in this project (disabledMcpServers in "),
+        "{errors}"
+    );
+    assert!(
+        !errors.contains("field `timeout`") && !errors.contains("field `tools`"),
+        "{errors}"
+    );
+
+    // Every server came from the user scope: so does gatehouse, and the
+    // command passes the path whole through the shell.
+    let (scope, gatehouse) = claude_add_json(&output);
+    assert_eq!(scope, "user");
+    assert_eq!(
+        Path::new(gatehouse["args"][2].as_str().expect("config")),
+        config_path
+    );
+    assert_eq!(gatehouse["timeout"], 300_000);
+    assert_eq!(gatehouse["alwaysLoad"], true);
+    for sentence in [
+        "gatehouse: Claude Code entry: timeout = 300000: Claude Code lets a call through gatehouse run 300000 ms",
+        "gatehouse: Claude Code entry: alwaysLoad = true, as `docs` had it",
+    ] {
+        assert!(errors.contains(sentence), "{sentence}\n{errors}");
+    }
+    let out = stdout(&output);
+    let settings = setup
+        .home
+        .path()
+        .join(".claude/settings.json")
+        .display()
+        .to_string();
+    for line in [
+        "  claude mcp remove --scope user docs\n".to_owned(),
+        "  claude mcp remove --scope user web\n".to_owned(),
+        format!("  {settings} permissions.allow: `mcp__docs` -> add `mcp__gatehouse__docs__*`\n"),
+        format!(
+            "  {settings} permissions.deny: `mcp__docs__drop_table` -> add `mcp__gatehouse__docs__drop_table`\n"
+        ),
+        format!(
+            "  {settings} permissions.deny: the permission policy server `web` gave its tool `post` in "
+        ),
+    ] {
+        assert!(out.contains(&line), "{line}\n{out}");
+    }
+    assert!(out.contains("-> add `mcp__gatehouse__web__post`"), "{out}");
+}
+
+#[test]
+fn cursor_entry_names_the_file_on_this_machine_and_its_allowlist_entries_move() {
+    let setup = Setup::new();
+    setup.write(
+        ".cursor/mcp.json",
+        r#"{"mcpServers": {"linear": {"url": "https://mcp.linear.app/mcp"}, "git-hub": {"command": "gh-mcp"}}}"#,
+    );
+    setup.write(
+        ".cursor/permissions.json",
+        "{\n  // mine\n  \"mcpAllowlist\": [\"linear:list_issues\", \"git-hub:*\", \"other:x\"]\n}",
+    );
+    let output = setup.init(&["--from", "cursor"]);
+    assert_ok(&output);
+    let cursor_json = setup.home.path().join(".cursor/mcp.json");
+    let out = stdout(&output);
+    assert!(
+        out.starts_with(&format!(
+            "Point Cursor at gatehouse: add this to {} (every workspace)\n",
+            cursor_json.display()
+        )),
+        "{out}"
+    );
+    let entry: Value = serde_json::from_str(&printed_entry(&output)).expect("the entry is JSON");
+    assert_eq!(entry["mcpServers"]["gatehouse"]["type"], "stdio");
+    let permissions = setup
+        .home
+        .path()
+        .join(".cursor/permissions.json")
+        .display()
+        .to_string();
+    for line in [
+        format!(
+            "Then remove the servers gatehouse now serves from {}, so Cursor does not reach them directly: `git-hub`, `linear`",
+            cursor_json.display()
+        ),
+        format!(
+            "  {permissions} mcpAllowlist: `linear:list_issues` -> add `gatehouse:linear__list_issues`\n"
+        ),
+        format!("  {permissions} mcpAllowlist: `git-hub:*` -> add `gatehouse:git_hub__*`\n"),
+    ] {
+        assert!(out.contains(&line), "{line}\n{out}");
+    }
+    assert!(!out.contains("other:x"), "{out}");
+
+    // Serving a project's own servers, the entry goes in the project's file.
+    setup.write_project(
+        ".cursor/mcp.json",
+        r#"{"mcpServers": {"local": {"command": "local-mcp"}}}"#,
+    );
+    let output = setup.init(&["--from", "cursor", "--trust-project-servers", "--force"]);
+    assert_ok(&output);
+    assert!(
+        stdout(&output).starts_with(&format!(
+            "Point Cursor at gatehouse: add this to {} (the project's file",
+            setup.project().join(".cursor/mcp.json").display()
+        )),
+        "{}",
+        stdout(&output)
     );
 }
