@@ -16,13 +16,13 @@ use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_mcp::audit::AuditLog;
 use gatehouse_mcp::calls::SessionId;
 use gatehouse_mcp::handler::IncomingElicitation;
-use gatehouse_mcp::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
+use gatehouse_mcp::router::{ElicitationSettings, NoAnswer, NoPerson, NotAsked, Person, Router};
 use gatehouse_mcp::runtime::{McpRuntime, RuntimeError};
 use gatehouse_mcp::server_config::RawServer;
 use gatehouse_tests::raw_http::RawHttpServer;
 use gatehouse_tests::result_text as text;
 use gatehouse_tests::{demo_server, hostile_server, load, sandbox};
-use rmcp::model::{ElicitResult, ErrorData};
+use rmcp::model::ElicitResult;
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
 
@@ -614,7 +614,7 @@ impl Person for Silent {
         &self,
         _: &IncomingElicitation,
         _: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         Ok(Box::pin(std::future::pending()))
     }
 }

@@ -10,13 +10,13 @@ use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_mcp::audit::AuditLog;
 use gatehouse_mcp::calls::SessionId;
 use gatehouse_mcp::handler::IncomingElicitation;
-use gatehouse_mcp::router::{ElicitationSettings, NoPerson, NotAsked, Person, Router};
+use gatehouse_mcp::router::{ElicitationSettings, NoAnswer, NoPerson, NotAsked, Person, Router};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
 use gatehouse_tests::audit_lines;
 use gatehouse_tests::result_text as text;
 use gatehouse_tests::{demo_server, load, sandbox};
-use rmcp::model::{ElicitResult, ErrorData};
+use rmcp::model::ElicitResult;
 use serde_json::{Value, json};
 
 struct Setup {
@@ -132,11 +132,10 @@ impl Person for Answers {
         &self,
         _: &IncomingElicitation,
         _: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         let wire = json!({"action": "accept", "content": self.0});
         Ok(Box::pin(async move {
-            serde_json::from_value(wire)
-                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+            serde_json::from_value(wire).map_err(|error| NoAnswer::ClientFailed(error.to_string()))
         }))
     }
 }
@@ -414,7 +413,7 @@ impl Person for Silent {
         &self,
         _: &IncomingElicitation,
         _: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         Ok(Box::pin(std::future::pending()))
     }
 }
@@ -503,11 +502,11 @@ impl Person for SlowAnswers {
         &self,
         _: &IncomingElicitation,
         _: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         Ok(Box::pin(async move {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             serde_json::from_value(json!({"action": "accept", "content": {"name": "Ada"}}))
-                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+                .map_err(|error| NoAnswer::ClientFailed(error.to_string()))
         }))
     }
 }

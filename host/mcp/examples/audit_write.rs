@@ -22,6 +22,8 @@ fn record(id: u64) -> AuditRecord {
         request_id: json!(id),
         session: None,
         turn: None,
+        instance: None,
+        client: None,
         mode: "form".to_owned(),
         decided_by: DecidedBy::Guest,
         reason: "decided by the chain".to_owned(),

@@ -38,8 +38,9 @@
 //! [`read`] can read. The line starts with what a reader needs to count a
 //! record even if the rest of it were lost: `time`, `server`, `decided_by`
 //! and `action` (the answer's, as [`read::Action`] names it), then `mode`,
-//! `request_id`, `session`, `turn`, `reason`, `latency_us`, `answer` and
-//! `steps`.
+//! `request_id`, `session`, `turn`, `instance` (which `gatehouse serve`
+//! wrote it), `client` (the upstream client's name and version), `reason`,
+//! `latency_us`, `answer` and `steps`.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -158,6 +159,17 @@ impl From<&ModuleReport> for AuditStep {
     }
 }
 
+/// Who an upstream client is, as it named itself in `initialize`
+/// (`clientInfo`). Its words, so bounded and escaped like any other text in
+/// the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientName {
+    /// `clientInfo.name`.
+    pub name: String,
+    /// `clientInfo.version`.
+    pub version: String,
+}
+
 /// One audit line ([`read`] reads them back). Written with its fields in
 /// the order the [module docs](self) give, `action` (derived from `answer`)
 /// after `decided_by`; read back by name, `action` ignored.
@@ -176,6 +188,16 @@ pub struct AuditRecord {
     /// request's `_meta.turnId` named one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn: Option<String>,
+    /// The `gatehouse serve` process that wrote the line
+    /// ([`AuditLog::with_instance`]), so that the lines of instances
+    /// sharing one log can be told apart; session ids are per instance.
+    #[serde(default)]
+    pub instance: Option<String>,
+    /// The upstream client of the session, as it named itself in
+    /// `initialize`: whoever answered when `decided_by` is `person`, or
+    /// whose session the question was tied to.
+    #[serde(default)]
+    pub client: Option<ClientName>,
     /// `form`, `url`, or `invalid`.
     pub mode: String,
     /// Who decided.
@@ -196,7 +218,11 @@ impl Serialize for AuditRecord {
     /// ([`read`] recovers them from an unreadable line); `session` and
     /// `turn` only when set.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let fields = 10 + usize::from(self.session.is_some()) + usize::from(self.turn.is_some());
+        let fields = 10
+            + usize::from(self.session.is_some())
+            + usize::from(self.turn.is_some())
+            + usize::from(self.instance.is_some())
+            + usize::from(self.client.is_some());
         let mut record = serializer.serialize_struct("AuditRecord", fields)?;
         record.serialize_field("time", &self.time)?;
         record.serialize_field("server", &self.server)?;
@@ -211,6 +237,14 @@ impl Serialize for AuditRecord {
         match &self.turn {
             Some(turn) => record.serialize_field("turn", turn)?,
             None => record.skip_field("turn")?,
+        }
+        match &self.instance {
+            Some(instance) => record.serialize_field("instance", instance)?,
+            None => record.skip_field("instance")?,
+        }
+        match &self.client {
+            Some(client) => record.serialize_field("client", client)?,
+            None => record.skip_field("client")?,
         }
         record.serialize_field("reason", &self.reason)?;
         record.serialize_field("latency_us", &self.latency_us)?;
@@ -317,6 +351,8 @@ pub struct AuditLog {
     /// file in place, so that concurrent reopens cannot swap an older file
     /// in after a newer one.
     reopening: Mutex<()>,
+    /// Written into every record ([`AuditLog::with_instance`]).
+    instance: Option<String>,
     /// Tests: runs once between a reopen's open and its swap.
     #[cfg(test)]
     before_swap: Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -412,9 +448,24 @@ impl AuditLog {
             sync,
             flusher,
             reopening: Mutex::new(()),
+            instance: None,
             #[cfg(test)]
             before_swap: Mutex::new(None),
         })
+    }
+
+    /// The same log with every record it writes naming `instance` (its
+    /// `instance` field): the `gatehouse serve` process that decided, so
+    /// that instances sharing one log can be told apart.
+    ///
+    /// ```
+    /// # use gatehouse_mcp::audit::AuditLog;
+    /// let log = AuditLog::in_memory().with_instance("4f2a9c01");
+    /// # let _ = log;
+    /// ```
+    pub fn with_instance(mut self, instance: impl Into<String>) -> AuditLog {
+        self.instance = Some(instance.into());
+        self
     }
 
     /// A log that keeps its lines in memory, read back with
@@ -440,6 +491,7 @@ impl AuditLog {
             sync: AuditSync::Never,
             flusher: None,
             reopening: Mutex::new(()),
+            instance: None,
             #[cfg(test)]
             before_swap: Mutex::new(None),
         }
@@ -473,7 +525,10 @@ impl AuditLog {
     /// a line still over [`bound::MAX_RECORD_BYTES`] written
     /// [`bound::shrunk`] to its decision.
     pub fn write(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        let record = bound::bounded(record);
+        let mut record = bound::bounded(record);
+        if self.instance.is_some() && record.instance != self.instance {
+            record.to_mut().instance.clone_from(&self.instance);
+        }
         let serialize = |record: &AuditRecord| {
             gatehouse_core::escape::to_json_string(record)
                 .map_err(|e| self.error(io::Error::other(e)))
@@ -830,6 +885,8 @@ mod tests {
             request_id: json!(id),
             session: None,
             turn: None,
+            instance: None,
+            client: None,
             mode: "form".to_owned(),
             decided_by: DecidedBy::Person,
             reason: "routed to the user".to_owned(),

@@ -436,6 +436,32 @@ impl Calls {
         (binding(calls), related)
     }
 
+    /// The request of `session` in flight on `server` that an elicitation
+    /// `server` sends for `session`'s person rides with upstream (over HTTP,
+    /// the stream it goes out on): the call `sent_under` names, if it is
+    /// `session`'s and in flight on `server`; else the first of `session`'s
+    /// calls there that `claim` describes ([`Claim::describes`]); else the
+    /// first of `session`'s calls there. `None` when `session` has no call
+    /// in flight on `server`.
+    pub fn carrier(
+        &self,
+        server: &str,
+        session: SessionId,
+        claim: Option<&Claim>,
+        sent_under: Option<CallKey>,
+    ) -> Option<Arc<UpstreamCall>> {
+        let in_flight = self.lock();
+        let calls = in_flight.get(server)?;
+        let mut ours = calls.iter().filter(|(_, call)| call.session == session);
+        let found = sent_under
+            .and_then(|CallKey(key)| ours.clone().find(|(known, _)| *known == key))
+            .or_else(|| {
+                claim.and_then(|claim| ours.clone().find(|(_, call)| claim.describes(call)))
+            })
+            .or_else(|| ours.next());
+        found.map(|(_, call)| call.clone())
+    }
+
     /// Whether `call` (as [`Calls::bind_claim`] named it) is still in
     /// flight.
     pub fn is_in_flight(&self, call: &Arc<UpstreamCall>) -> bool {
@@ -744,6 +770,43 @@ mod tests {
             Some(Claim::default())
         );
         assert!(Claim::from_params(&serde_json::json!("m")).is_none());
+    }
+
+    #[test]
+    fn the_carrier_is_the_sessions_call_sent_under_then_claimed_then_first() {
+        let calls = Arc::new(Calls::default());
+        let (alice, bob) = (SessionId::next(), SessionId::next());
+        assert!(calls.carrier("git", alice, None, None).is_none());
+        let bobs = calls.begin(tool_call(bob, "run", serde_json::json!({"x": "bob"})));
+        let first = calls.begin(tool_call(alice, "run", serde_json::json!({"x": "ls"})));
+        let second = calls.begin(tool_call(alice, "run", serde_json::json!({"x": "rm"})));
+        let _other_server = calls.begin(call(alice, "docs"));
+        let args = |found: Option<Arc<UpstreamCall>>| found.and_then(|call| call.arguments.clone());
+        // Sent under a call of the session: that one.
+        assert_eq!(
+            args(calls.carrier("git", alice, None, Some(second.key()))),
+            Some(serde_json::json!({"x": "rm"}))
+        );
+        // Another session's call is never the carrier, even sent under it.
+        assert_eq!(
+            args(calls.carrier("git", alice, None, Some(bobs.key()))),
+            Some(serde_json::json!({"x": "ls"}))
+        );
+        // The claim picks among the session's calls; without one, the first.
+        let claim = approval("run".into(), serde_json::json!({"x": "rm"}));
+        assert_eq!(
+            args(calls.carrier("git", alice, Some(&claim), None)),
+            Some(serde_json::json!({"x": "rm"}))
+        );
+        let bobs_claim = approval("run".into(), serde_json::json!({"x": "bob"}));
+        assert_eq!(
+            args(calls.carrier("git", alice, Some(&bobs_claim), None)),
+            Some(serde_json::json!({"x": "ls"}))
+        );
+        drop(first);
+        drop(second);
+        assert!(calls.carrier("git", alice, None, None).is_none());
+        assert!(calls.carrier("docs", alice, None, None).is_some());
     }
 
     #[tokio::test]

@@ -338,10 +338,17 @@ impl Config {
         )
     }
 
-    /// The control socket `gatehouse reload` talks to (in a directory only
-    /// this user may enter; see [`crate::control`]).
-    pub fn control_socket(&self) -> PathBuf {
-        self.base_dir().join(".gatehouse/control.sock")
+    /// The directory of the control sockets of the instances serving this
+    /// config, one `<instance>.sock` each (a directory only this user may
+    /// enter; see [`crate::control`]).
+    pub fn control_dir(&self) -> PathBuf {
+        self.base_dir().join(".gatehouse/control")
+    }
+
+    /// The control socket of instance `instance` ([`crate::instance`]),
+    /// which `gatehouse reload` talks to.
+    pub fn control_socket(&self, instance: &str) -> PathBuf {
+        self.control_dir().join(format!("{instance}.sock"))
     }
 
     /// The trust file of discovered servers (`gatehouse-trust.toml` beside

@@ -1,6 +1,8 @@
-//! The control socket of `gatehouse serve` (`.gatehouse/control.sock` beside
-//! the config): `gatehouse reload` sends the line `reload` and gets one line
-//! back, `ok ...` or `error: ...`.
+//! The control sockets of `gatehouse serve`, one per instance
+//! (`.gatehouse/control/<instance>.sock` beside the config; several
+//! instances may serve one config, and none takes another's socket):
+//! `gatehouse reload` sends the line `reload` to each ([`request_each`]) and
+//! gets one line back, `ok ...` or `error: ...`.
 //!
 //! Only the server's own user gets in, three times over:
 //!
@@ -100,14 +102,15 @@ pub type Handler = Arc<dyn Fn(Request) -> BoxFuture<'static, String> + Send + Sy
 pub enum ControlError {
     /// The socket's directory or the socket could not be created, inspected
     /// or made private.
-    #[error("control socket {}: {action}: {source}", path.display())]
+    #[error("control socket {}: {action}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// What was being done.
         action: &'static str,
-        /// The I/O error.
-        source: io::Error,
+        /// The I/O error (in the message, so not a `source` too: a report
+        /// of the chain would say it twice).
+        error: io::Error,
     },
     /// Something is in the way that the server will not use or remove.
     #[error("control socket {}: {problem}", path.display())]
@@ -172,13 +175,20 @@ pub fn bind(path: &Path) -> Result<UnixListener, ControlError> {
         _ => Path::new("."),
     };
     private_fs::private_dir(dir).map_err(ControlError::Directory)?;
-    let io = |action, source| ControlError::Io {
+    let io = |action, error| ControlError::Io {
         path: path.to_path_buf(),
         action,
-        source,
+        error,
     };
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
+            // Another instance's live socket is never taken over.
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(ControlError::NotPrivate {
+                    path: path.to_path_buf(),
+                    problem: "another gatehouse serve is listening on it".to_owned(),
+                });
+            }
             std::fs::remove_file(path).map_err(|e| io("removing the stale socket", e))?;
         }
         Ok(_) => {
@@ -214,10 +224,10 @@ async fn request_within(
     request: Request,
     timeout: Duration,
 ) -> Result<String, ControlError> {
-    let io = |action, source| ControlError::Io {
+    let io = |action, error| ControlError::Io {
         path: socket.to_path_buf(),
         action,
-        source,
+        error,
     };
     let mut stream = UnixStream::connect(socket).await.map_err(|e| {
         io(
@@ -252,6 +262,69 @@ async fn request_within(
             path: socket.to_path_buf(),
             after: timeout,
         })?
+}
+
+/// What the instances serving one config answered ([`request_each`]).
+#[derive(Debug, Default)]
+pub struct Answers {
+    /// Each live instance asked, by instance id (sorted), with its answer
+    /// line or why there is none.
+    pub answers: Vec<(String, Result<String, ControlError>)>,
+    /// Instances whose socket nobody listened on any more (a server that
+    /// was killed): their sockets were removed.
+    pub stale: Vec<String>,
+}
+
+/// Sends `request` to every `gatehouse serve` whose control socket is in
+/// `dir` (`<instance>.sock`, [`crate::instance`]), or only to instance
+/// `only`, each through [`request`] (so only to this user's servers).
+/// A socket nobody listens on is a killed server's: it is removed and
+/// reported in [`Answers::stale`]. Anything in `dir` not named like an
+/// instance's socket is left alone.
+#[cfg(unix)]
+pub async fn request_each(
+    dir: &Path,
+    request: Request,
+    only: Option<&str>,
+) -> Result<Answers, ControlError> {
+    let mut instances = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(instance) = name.to_str().and_then(|name| name.strip_suffix(".sock"))
+                else {
+                    continue;
+                };
+                if crate::instance::is_id(instance) && only.is_none_or(|only| only == instance) {
+                    instances.push(instance.to_owned());
+                }
+            }
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => {
+            return Err(ControlError::Io {
+                path: dir.to_path_buf(),
+                action: "listing the control sockets",
+                error,
+            });
+        }
+    }
+    instances.sort();
+    let mut answers = Answers::default();
+    for instance in instances {
+        let socket = dir.join(format!("{instance}.sock"));
+        match self::request(&socket, request).await {
+            Err(ControlError::Io { error, .. })
+                if error.kind() == io::ErrorKind::ConnectionRefused =>
+            {
+                let _ = std::fs::remove_file(&socket);
+                answers.stale.push(instance);
+            }
+            outcome => answers.answers.push((instance, outcome)),
+        }
+    }
+    Ok(answers)
 }
 
 /// Serves the control socket until the task is dropped: each connection on
@@ -634,6 +707,69 @@ mod tests {
         let error = bind(&file).unwrap_err().to_string();
         assert!(error.contains("other than a socket"), "{error}");
         assert_eq!(std::fs::read(&file).expect("kept"), b"keep");
+    }
+
+    #[tokio::test]
+    async fn a_live_socket_is_never_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join(".gatehouse/control/0000000a.sock");
+        let _first = bind(&socket).expect("binds");
+        let error = bind(&socket).unwrap_err().to_string();
+        assert!(error.contains("another gatehouse serve"), "{error}");
+        assert!(socket.exists(), "the first instance keeps its socket");
+    }
+
+    #[tokio::test]
+    async fn each_live_instance_is_asked_and_a_dead_ones_socket_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let control = dir.path().join(".gatehouse/control");
+        let answering = |instance: &'static str| -> Handler {
+            Arc::new(move |_| Box::pin(async move { format!("ok from {instance}") }))
+        };
+        let a = tokio::spawn(serve(
+            bind(&control.join("0000000a.sock")).expect("binds"),
+            answering("a"),
+        ));
+        let b = tokio::spawn(serve(
+            bind(&control.join("0000000b.sock")).expect("binds"),
+            answering("b"),
+        ));
+        // A killed instance's socket, and files that are no instance's.
+        drop(bind(&control.join("0000000c.sock")).expect("binds"));
+        std::fs::write(control.join("notes.sock"), b"").expect("write");
+        std::fs::write(control.join("0000000d.txt"), b"").expect("write");
+
+        let answers = request_each(&control, Request::Reload, None)
+            .await
+            .expect("asked");
+        let replies: Vec<(String, String)> = answers
+            .answers
+            .into_iter()
+            .map(|(instance, reply)| (instance, reply.expect("answered")))
+            .collect();
+        assert_eq!(
+            replies,
+            [
+                ("0000000a".to_owned(), "ok from a".to_owned()),
+                ("0000000b".to_owned(), "ok from b".to_owned())
+            ]
+        );
+        assert_eq!(answers.stale, ["0000000c"]);
+        assert!(!control.join("0000000c.sock").exists());
+        assert!(control.join("notes.sock").exists());
+
+        let only = request_each(&control, Request::Reload, Some("0000000b"))
+            .await
+            .expect("asked");
+        assert_eq!(only.answers.len(), 1);
+        assert_eq!(only.answers[0].0, "0000000b");
+        // Nobody serving: nothing asked, and no error.
+        let none = request_each(&dir.path().join("missing"), Request::Reload, None)
+            .await
+            .expect("nothing to ask");
+        assert!(none.answers.is_empty() && none.stale.is_empty());
+        a.abort();
+        b.abort();
     }
 
     #[tokio::test]

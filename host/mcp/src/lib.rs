@@ -19,6 +19,7 @@ pub mod discovery;
 pub mod gateway;
 pub mod handler;
 pub mod import;
+pub mod instance;
 pub mod model;
 pub mod naming;
 pub mod refresh;

@@ -27,7 +27,9 @@ use gatehouse_core::sandbox::{Limits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
 use gatehouse_mcp::calls::{CallKind, Calls, SessionId, UpstreamCall};
 use gatehouse_mcp::handler::{ElicitationHandler, IncomingElicitation};
-use gatehouse_mcp::router::{ElicitationSettings, NotAsked, Person, Router, ServerOverrides};
+use gatehouse_mcp::router::{
+    ElicitationSettings, NoAnswer, NotAsked, Person, Router, ServerOverrides,
+};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
 use rmcp::model::{ElicitResult, ErrorData};
@@ -55,7 +57,7 @@ impl Person for ScriptedPerson {
         &self,
         elicitation: &IncomingElicitation,
         _: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         let answer = if elicitation.params.get("mode").and_then(Value::as_str) == Some("url") {
             json!({"action": "accept"})
         } else {
@@ -63,7 +65,7 @@ impl Person for ScriptedPerson {
         };
         Ok(Box::pin(async move {
             serde_json::from_value(answer)
-                .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+                .map_err(|error| NoAnswer::ClientFailed(error.to_string()))
         }))
     }
 }

@@ -1,41 +1,83 @@
-//! `gatehouse reload`: asks a running `gatehouse serve` to reopen its audit
-//! log and reload its reviewer chain, and prints what it answered.
+//! `gatehouse reload`: asks each running `gatehouse serve` on a config to
+//! reopen its audit log and reload its reviewer chain, and prints what each
+//! answered.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use gatehouse_mcp::config::Config;
 
-/// Reload the reviewer chain of a running `gatehouse serve` (through its
-/// control socket, `.gatehouse/control.sock` beside the config, which only
-/// the server's own user may use) and reopen its audit log (after rotating
-/// it). Prints the new modules and digests, or why the reload was refused
-/// (the old chain keeps serving). Exits 0 on success, 1 otherwise. Talks
-/// only to a server running as the same user (its uid is checked before
+/// Reload the reviewer chain of every `gatehouse serve` running with this
+/// config (or the one `--instance` names), through their control sockets
+/// (`.gatehouse/control/<instance>.sock` beside the config, which only the
+/// server's own user may use), and reopen their audit logs (after rotating
+/// them). Prints one line per instance: the new modules and digests, or why
+/// the reload was refused (the old chain keeps serving). Exits 0 when every
+/// instance reloaded, 1 otherwise or when none is running. Talks only to
+/// servers running as the same user (each one's uid is checked before
 /// anything is sent). `kill -HUP` does the same without the answer.
 #[derive(Debug, clap::Args)]
 pub struct ReloadArgs {
-    /// The config file the server runs with.
+    /// The config file the servers run with.
     #[arg(long, value_name = "gatehouse.toml")]
     config: PathBuf,
+    /// Only this instance (the id `gatehouse serve` prints at start and
+    /// writes in every audit line).
+    #[arg(long, value_name = "ID", value_parser = instance_id)]
+    instance: Option<String>,
+}
+
+fn instance_id(text: &str) -> Result<String, String> {
+    if gatehouse_mcp::instance::is_id(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(
+            "an instance id is eight lowercase hex digits, as `gatehouse serve` prints it"
+                .to_owned(),
+        )
+    }
 }
 
 pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let socket = config.control_socket();
+    let dir = config.control_dir();
     #[cfg(unix)]
     {
-        // The server's uid is checked before anything is sent: a socket
+        use gatehouse_core::escape::Escaped;
+        // Each server's uid is checked before anything is sent: a socket
         // another user planted, or their server, gets nothing.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let reply = runtime.block_on(gatehouse_mcp::control::request(
-            &socket,
+        let answers = runtime.block_on(gatehouse_mcp::control::request_each(
+            &dir,
             gatehouse_mcp::control::Request::Reload,
+            args.instance.as_deref(),
         ))?;
-        println!("{}", gatehouse_core::escape::Escaped(&reply));
-        Ok(if reply.starts_with("ok") {
+        for instance in &answers.stale {
+            eprintln!("gatehouse: instance {instance} is gone (killed?); its socket was removed");
+        }
+        if answers.answers.is_empty() {
+            let which = match &args.instance {
+                Some(instance) => format!("instance {instance}"),
+                None => "gatehouse serve".to_owned(),
+            };
+            anyhow::bail!(
+                "no {which} is running with {} (no live control socket in {})",
+                args.config.display(),
+                dir.display()
+            );
+        }
+        let mut all_ok = true;
+        for (instance, outcome) in &answers.answers {
+            let line = match outcome {
+                Ok(reply) => reply.clone(),
+                Err(error) => format!("error: {error}"),
+            };
+            all_ok &= line.starts_with("ok");
+            println!("{instance}: {}", Escaped(&line));
+        }
+        Ok(if all_ok {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)
@@ -43,6 +85,6 @@ pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
     }
     #[cfg(not(unix))]
     {
-        anyhow::bail!("{}: control sockets need a Unix system", socket.display())
+        anyhow::bail!("{}: control sockets need a Unix system", dir.display())
     }
 }

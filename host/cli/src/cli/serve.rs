@@ -40,7 +40,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args))
+    let served = runtime.block_on(serve(args));
+    // Everything is answered, audited and synced by now. A blocking read of
+    // stdin (a socketpair or a terminal, which cannot be read on the
+    // reactor) may still sit in the blocking pool, and nothing interrupts
+    // it: the runtime is not waited on for long, so a signal always ends
+    // the process.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    served
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -66,10 +73,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .limits(limits.clone())
         .compile_cache(config.compile_cache_dir())
         .build()?;
-    let audit = Arc::new(AuditLog::open_with(
-        config.audit_log_path(),
-        config.elicitations.audit_sync,
-    )?);
+    // This process among those serving the config: its control socket and
+    // every audit line it writes carry the id.
+    let instance = gatehouse_mcp::instance::new_id();
+    let audit = Arc::new(
+        AuditLog::open_with(config.audit_log_path(), config.elicitations.audit_sync)?
+            .with_instance(instance.clone()),
+    );
     let upstream = Arc::new(Upstream::new(config.gateway.max_pending_per_session));
     let router = Arc::new(
         Router::new(
@@ -124,34 +134,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         reloader.clone(),
         audit.clone(),
         &args.config,
-        &config.control_socket(),
+        &config.control_socket(&instance),
     )?;
     let gateway = Gateway::new(mcp.clone(), upstream, calls)
         .with_max_calls_per_session(config.gateway.max_calls_per_session);
+    tracing::info!(
+        instance = %instance,
+        control_socket = %config.control_socket(&instance).display(),
+        "serving"
+    );
     let served = match http {
-        None => {
-            let service = gateway
-                // Non-blocking pipes when stdin and stdout are FIFOs (how an MCP
-                // client starts us): each message is read and written on the
-                // reactor rather than handed to a blocking-pool thread (about
-                // 40 µs less per tools/call, docs/BENCHMARKS.md); reopened on
-                // descriptions of their own, so O_NONBLOCK never reaches the
-                // inherited handles. Anything else falls back to `stdio()`.
-                .serve(rmcp::transport::stdio_pipes())
-                .await
-                .context("MCP initialization on stdio failed")?;
-            tokio::select! {
-                quit = service.waiting() => quit.map(|_| ()).context("the stdio session failed"),
-                () = shutdown_signal() => Ok(()),
-            }
-        }
+        None => serve_stdio(gateway, &instance).await,
         Some(http) => serve_http(gateway, http).await,
     };
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
     router.drain(std::time::Duration::from_secs(5)).await;
     reloads.stop();
-    let _ = std::fs::remove_file(config.control_socket());
+    // Its own socket only: other instances keep theirs.
+    let _ = std::fs::remove_file(config.control_socket(&instance));
     if let Err(error) = audit.sync() {
         tracing::error!("{error}");
     }
@@ -289,6 +290,36 @@ async fn reload_chain(reloader: Arc<Reloader>) -> String {
             format!("error: {error}")
         }
         Err(error) => format!("error: the reload task failed: {error}"),
+    }
+}
+
+/// Serves one upstream session on stdin and stdout until the client closes
+/// stdin or a signal comes (during `initialize` too: that is a clean stop,
+/// not a failed start).
+async fn serve_stdio(gateway: Gateway, instance: &str) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        // Started by hand: say what this is rather than wait in silence.
+        eprintln!(
+            "gatehouse serve (instance {instance}): an MCP server on stdin and stdout, for an MCP client \
+             (Codex, Claude Code, Cursor) to start; `gatehouse init` prints the entry to give it. \
+             Waiting for a client's `initialize` on stdin; Ctrl-C stops."
+        );
+    }
+    // Non-blocking pipes when stdin and stdout are FIFOs (how most MCP
+    // clients start us): each message is read and written on the reactor
+    // rather than handed to a blocking-pool thread (about 40 µs less per
+    // tools/call, docs/BENCHMARKS.md); anything else (a socketpair, a
+    // terminal, a file) through blocking reads. The end of stdin ends the
+    // session's questions at once (`gateway::stdio`).
+    let transport = gatehouse_mcp::gateway::stdio::transport(&gateway);
+    let service = tokio::select! {
+        started = gateway.serve(transport) => started.context("MCP initialization on stdio failed")?,
+        () = shutdown_signal() => return Ok(()),
+    };
+    tokio::select! {
+        quit = service.waiting() => quit.map(|_| ()).context("the stdio session failed"),
+        () = shutdown_signal() => Ok(()),
     }
 }
 

@@ -56,6 +56,8 @@ fn record(
         request_id: json!(id),
         session: Some(1),
         turn: None,
+        instance: None,
+        client: None,
         mode: "form".to_owned(),
         decided_by: by,
         reason: reason.to_owned(),

@@ -241,8 +241,15 @@ async fn http_gateway_serves_and_sigterm_cancels_pending_elicitations() {
     pending.abort();
     let lines = audit(dir.path());
     let last = lines.last().expect("the pending elicitation was audited");
-    assert_eq!(last["decided_by"], "person");
-    assert_eq!(last["answer"]["action"], "cancel");
+    // Nobody answered: `on_unhandled`, and the reason is the shutdown.
+    assert_eq!(last["decided_by"], "unhandled", "{last}");
+    assert_eq!(last["answer"]["action"], "decline", "{last}");
+    assert!(
+        last["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.ends_with("cancelled: gatehouse is shutting down")),
+        "{last}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -646,15 +653,17 @@ async fn an_upstream_disconnect_cancels_what_waits_for_that_person() {
     }
     let lines = audit(dir.path());
     assert_eq!(lines.len(), 1, "{lines:?}");
-    assert_eq!(lines[0]["decided_by"], "person");
-    assert_eq!(lines[0]["answer"]["action"], "cancel");
+    // Nobody answered: `on_unhandled`, and the reason says the client went.
+    assert_eq!(lines[0]["decided_by"], "unhandled", "{}", lines[0]);
+    assert_eq!(lines[0]["answer"]["action"], "decline", "{}", lines[0]);
     assert!(
         lines[0]["reason"]
             .as_str()
-            .is_some_and(|reason| reason.contains("client disconnected or failed")),
+            .is_some_and(|reason| reason.contains("the upstream client went away")),
         "{}",
         lines[0]
     );
+    assert_eq!(lines[0]["client"]["name"], "test-client", "{}", lines[0]);
 
     // The gateway goes on serving the next client.
     let next = Client {

@@ -37,6 +37,18 @@ fn config(dir: &Path) -> PathBuf {
     path
 }
 
+/// The control socket of the one `gatehouse serve` running on the config
+/// in `dir` (`.gatehouse/control/<instance>.sock`).
+fn instance_socket(dir: &Path) -> PathBuf {
+    let sockets: Vec<PathBuf> = std::fs::read_dir(dir.join(".gatehouse/control"))
+        .expect("the control directory")
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    assert_eq!(sockets.len(), 1, "one instance, one socket: {sockets:?}");
+    sockets[0].clone()
+}
+
 fn records(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     assert!(text.is_empty() || text.ends_with('\n'), "a partial record");
@@ -110,9 +122,10 @@ async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
     delete(&client, "one").await;
     assert_eq!(records(&audit).len(), 1);
     assert_eq!(mode(&audit), 0o600, "the audit log is private");
-    let socket = dir.path().join(".gatehouse/control.sock");
+    let socket = instance_socket(dir.path());
     assert_eq!(mode(&socket), 0o600, "the control socket is private");
     assert_eq!(mode(&dir.path().join(".gatehouse")), 0o700);
+    assert_eq!(mode(&dir.path().join(".gatehouse/control")), 0o700);
 
     // logrotate's way: rename, then SIGHUP.
     let first = dir.path().join("audit.jsonl.1");
@@ -165,7 +178,7 @@ async fn the_control_socket_caps_the_line_and_coalesces_reloads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = config(dir.path());
     let served = Served::start(&config);
-    let socket = dir.path().join(".gatehouse/control.sock");
+    let socket = instance_socket(dir.path());
     let swapped = "reviewer chain and settings swapped";
     wait_for("the first chain never loaded", || {
         served.logged(swapped) == 1

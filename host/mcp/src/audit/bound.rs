@@ -173,6 +173,12 @@ pub fn bound_value(value: &Value, max_text: usize) -> Option<Value> {
 /// `record` with every field bounded as the [module docs](self) say;
 /// borrowed when every field fits (the usual case: no copy).
 pub fn bounded(record: &AuditRecord) -> Cow<'_, AuditRecord> {
+    fn empty_client() -> crate::audit::ClientName {
+        crate::audit::ClientName {
+            name: String::new(),
+            version: String::new(),
+        }
+    }
     /// Cuts `current` (the field `field` picks, as in `record`) in `out`,
     /// copying the record first if it is still borrowed.
     fn text(
@@ -189,6 +195,15 @@ pub fn bounded(record: &AuditRecord) -> Cow<'_, AuditRecord> {
     text(&mut out, &record.server, MAX_NAME_CHARS, &|r| &mut r.server);
     text(&mut out, &record.mode, MAX_NAME_CHARS, &|r| &mut r.mode);
     text(&mut out, &record.reason, MAX_TEXT_CHARS, &|r| &mut r.reason);
+    if let Some(client) = &record.client {
+        // The upstream client's own words.
+        text(&mut out, &client.name, MAX_NAME_CHARS, &|r| {
+            &mut r.client.get_or_insert_with(empty_client).name
+        });
+        text(&mut out, &client.version, MAX_NAME_CHARS, &|r| {
+            &mut r.client.get_or_insert_with(empty_client).version
+        });
+    }
     if let Some(turn) = &record.turn {
         text(&mut out, turn, MAX_NAME_CHARS, &|r| {
             r.turn.get_or_insert_with(String::new)
@@ -323,6 +338,8 @@ mod tests {
             request_id: json!(7),
             session: Some(1),
             turn: Some("t-1".to_owned()),
+            instance: None,
+            client: None,
             mode: "form".to_owned(),
             decided_by: DecidedBy::Person,
             reason: "routed to the user".to_owned(),

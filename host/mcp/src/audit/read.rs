@@ -1082,6 +1082,8 @@ mod tests {
             request_id: json!(1),
             session: None,
             turn: None,
+            instance: None,
+            client: None,
             mode: "form".to_owned(),
             decided_by: by,
             reason: "test".to_owned(),

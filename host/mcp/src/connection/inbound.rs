@@ -290,6 +290,8 @@ impl<T: Transport<RoleClient>> Inbound<T> {
                 request_id: serde_json::to_value(id).unwrap_or(Value::Null),
                 session: None,
                 turn: None,
+                instance: None,
+                client: None,
                 mode,
                 decided_by: DecidedBy::Policy,
                 reason: UNSOLICITED_REASON.to_owned(),

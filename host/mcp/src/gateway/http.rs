@@ -26,7 +26,12 @@
 //! ([`is_loopback`]); the address is checked as written and again once bound.
 //!
 //! The factory handed to [`Listening::serve`] makes the MCP server of each
-//! new session.
+//! new session. A `DELETE` that ends a session is answered `200 OK` (rmcp
+//! says `202`, which clients take for a failed termination).
+//!
+//! A question a server asks while it handles an upstream client's request
+//! goes out on the SSE stream of that request's POST (`upstream`), so a
+//! client that never opens the optional GET stream still gets it.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -698,10 +703,19 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// The middleware: [`Guard::check`], then rmcp.
+/// The middleware: [`Guard::check`], then rmcp; a session ended by
+/// `DELETE` is answered [`session_ended`].
 async fn guard_requests(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     match guard.check(request.method(), request.headers()) {
-        Ok(()) => next.run(request).await,
+        Ok(()) => {
+            let delete = request.method() == Method::DELETE;
+            let response = next.run(request).await;
+            if delete {
+                session_ended(response)
+            } else {
+                response
+            }
+        }
         Err(refusal) => {
             match &refusal {
                 Refusal::Origin => {
@@ -728,6 +742,18 @@ async fn guard_requests(State(guard): State<Guard>, request: Request, next: Next
             refusal.into_response()
         }
     }
+}
+
+/// rmcp answers a `DELETE` that ended its session `202 Accepted`, which
+/// clients read as a failure (the Python SDK logs "Session termination
+/// failed: 202"; it takes 200 or 204, as the TypeScript SDK's server
+/// answers): the session is closed by then, so `202` becomes `200 OK`.
+/// Any other answer (`404` for an unknown session, `400`, `405`) is kept.
+fn session_ended(mut response: Response) -> Response {
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
 }
 
 /// Why the session manager refused.
@@ -1084,6 +1110,20 @@ mod tests {
             "",
         ] {
             assert!(!is_loopback(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_session_ended_by_delete_is_answered_ok_and_other_answers_are_kept() {
+        let status = |status: StatusCode| session_ended(status.into_response()).status();
+        assert_eq!(status(StatusCode::ACCEPTED), StatusCode::OK);
+        for kept in [
+            StatusCode::NOT_FOUND,
+            StatusCode::BAD_REQUEST,
+            StatusCode::METHOD_NOT_ALLOWED,
+            StatusCode::UNAUTHORIZED,
+        ] {
+            assert_eq!(status(kept), kept);
         }
     }
 

@@ -6,6 +6,7 @@
 
 mod forward;
 pub mod http;
+pub mod stdio;
 mod upstream;
 
 use std::sync::Arc;
@@ -53,6 +54,7 @@ impl Gateway {
     /// so that an elicitation goes to the session whose request made the
     /// server ask.
     pub fn new(runtime: McpRuntime, upstream: Arc<Upstream>, calls: Arc<Calls>) -> Self {
+        upstream.use_calls(calls.clone());
         Gateway {
             runtime,
             upstream,
@@ -82,6 +84,18 @@ impl Gateway {
     /// This gateway's upstream session.
     pub fn session(&self) -> SessionId {
         self.session
+    }
+
+    /// What to call when this session's client goes away (its input
+    /// ended): [`Upstream::disconnect`] for this session, so that what waits
+    /// for its person is answered at once.
+    pub fn disconnector(&self) -> impl FnOnce() + Send + 'static {
+        let upstream = self.upstream.clone();
+        let session = self.session;
+        move || {
+            tracing::info!(session = session.get(), "the upstream client went away");
+            upstream.disconnect(session);
+        }
     }
 
     /// Records a request of this session as in flight on `server`, or

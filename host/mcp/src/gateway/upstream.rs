@@ -3,22 +3,34 @@
 //! mode it declared, naming the server that asks; the server's
 //! `notifications/elicitation/complete` for a URL the person was shown is
 //! passed on to the session that was shown it.
+//!
+//! A question rides with the upstream request it belongs to: over
+//! streamable HTTP it goes out on the SSE stream of that request's POST
+//! (rmcp routes a server-to-client request by the
+//! [`OriginatingRequestId`] in its extensions), never on the standalone GET
+//! stream a client need not open. rmcp would tag it with the request of the
+//! task that sends it, which is the server's `elicitation/create` to
+//! gatehouse, not the upstream client's call; so it is sent from a task of
+//! its own, tagged with the upstream call's id ([`Calls::carrier`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CustomNotification, ElicitRequestParams, ElicitResult, ErrorData, ServerNotification,
+    ClientResult, CustomNotification, ElicitRequest, ElicitRequestParams, ElicitResult, RequestId,
+    ServerNotification, ServerRequest,
 };
-use rmcp::service::Peer;
+use rmcp::service::{OriginatingRequestId, Peer, ServiceError};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use crate::calls::SessionId;
+use crate::audit::ClientName;
+use crate::calls::{Calls, Claim, SessionId};
 use crate::handler::{ELICITATION_COMPLETE, IncomingElicitation};
-use crate::router::{NotAsked, Person};
+use crate::router::{NoAnswer, NotAsked, Person};
 use gatehouse_core::elicitation::strip_transport_keys;
 use gatehouse_core::escape::one_line;
 
@@ -41,6 +53,15 @@ pub const DEFAULT_MAX_PENDING_PER_SESSION: usize = 16;
 struct Session {
     peer: Peer<RoleServer>,
     pending: Arc<AtomicUsize>,
+    /// Cancelled when the session's client goes away
+    /// ([`Upstream::disconnect`]): what waits for its person ends at once.
+    gone: CancellationToken,
+}
+
+impl Session {
+    fn closed(&self) -> bool {
+        self.gone.is_cancelled() || self.peer.is_transport_closed()
+    }
 }
 
 /// The people behind the upstream sessions.
@@ -48,6 +69,7 @@ pub struct Upstream {
     sessions: Mutex<HashMap<SessionId, Session>>,
     shown_urls: Mutex<VecDeque<(String, String, SessionId)>>,
     max_pending_per_session: usize,
+    calls: OnceLock<Arc<Calls>>,
 }
 
 impl Default for Upstream {
@@ -82,21 +104,60 @@ impl Upstream {
             sessions: Mutex::new(HashMap::new()),
             shown_urls: Mutex::new(VecDeque::new()),
             max_pending_per_session: max_pending_per_session.max(1),
+            calls: OnceLock::new(),
         }
+    }
+
+    /// The upstream requests in flight (the gateway's registry, the one the
+    /// router binds elicitations with), set once: from then on a question
+    /// rides with the request it belongs to ([`Calls::carrier`]). Without
+    /// it, a question goes out tied to no request (over HTTP, on the
+    /// standalone GET stream).
+    pub fn use_calls(&self, calls: Arc<Calls>) {
+        let _ = self.calls.set(calls);
+    }
+
+    /// The JSON-RPC id of `session`'s upstream request `elicitation`
+    /// belongs to, while that request is in flight.
+    fn carrier(&self, elicitation: &IncomingElicitation, session: SessionId) -> Option<RequestId> {
+        let claim = Claim::from_params(&elicitation.params);
+        let call = self.calls.get()?.carrier(
+            &elicitation.server,
+            session,
+            claim.as_ref(),
+            elicitation.call,
+        )?;
+        serde_json::from_str(call.request_id.as_deref()?).ok()
     }
 
     /// Registers `peer` as the client of `session`, and forgets sessions
     /// whose transport has closed.
     pub(crate) fn connect(&self, session: SessionId, peer: Peer<RoleServer>) {
         if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.retain(|_, known| !known.peer.is_transport_closed());
+            sessions.retain(|_, known| !known.closed());
             sessions.insert(
                 session,
                 Session {
                     peer,
                     pending: Arc::new(AtomicUsize::new(0)),
+                    gone: CancellationToken::new(),
                 },
             );
+        }
+    }
+
+    /// The client of `session` went away (its stdin closed, its transport
+    /// ended): every question waiting for its person ends now, answered
+    /// `on_unhandled` and audited as the client having gone, and none is
+    /// asked of it again. Idempotent.
+    /// The session stays known (its client's name is still written on the
+    /// audit lines of what it had in flight) until the next connect forgets
+    /// closed sessions.
+    pub fn disconnect(&self, session: SessionId) {
+        if let Ok(sessions) = self.sessions.lock()
+            && let Some(known) = sessions.get(&session)
+        {
+            known.gone.cancel();
         }
     }
 
@@ -104,19 +165,23 @@ impl Upstream {
     pub fn sessions(&self) -> usize {
         self.sessions
             .lock()
-            .map(|sessions| {
-                sessions
-                    .values()
-                    .filter(|known| !known.peer.is_transport_closed())
-                    .count()
-            })
+            .map(|sessions| sessions.values().filter(|known| !known.closed()).count())
             .unwrap_or(0)
     }
 
-    fn peer(&self, session: SessionId) -> Option<(Peer<RoleServer>, Arc<AtomicUsize>)> {
+    fn peer(
+        &self,
+        session: SessionId,
+    ) -> Option<(Peer<RoleServer>, Arc<AtomicUsize>, CancellationToken)> {
         let sessions = self.sessions.lock().ok()?;
         let known = sessions.get(&session)?;
-        (!known.peer.is_transport_closed()).then(|| (known.peer.clone(), known.pending.clone()))
+        (!known.closed()).then(|| {
+            (
+                known.peer.clone(),
+                known.pending.clone(),
+                known.gone.clone(),
+            )
+        })
     }
 
     fn remember_url(&self, server: &str, elicitation_id: &str, session: SessionId) {
@@ -264,10 +329,10 @@ impl Person for Upstream {
         &self,
         elicitation: &IncomingElicitation,
         session: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         // Never a guess: no session, no person.
         let session = session.ok_or(NotAsked::NoClient)?;
-        let (peer, pending) = self.peer(session).ok_or(NotAsked::NoClient)?;
+        let (peer, pending, gone) = self.peer(session).ok_or(NotAsked::NoClient)?;
         let params = forwarded_params(&elicitation.server, &elicitation.params)?;
         let mode = match &params {
             ElicitRequestParams::UrlElicitationParams { .. } => rmcp::service::ElicitationMode::Url,
@@ -288,12 +353,25 @@ impl Person for Upstream {
         if let ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } = &params {
             self.remember_url(&elicitation.server, elicitation_id, session);
         }
+        let carrier = self.carrier(elicitation, session);
         Ok(Box::pin(async move {
             let _slot = slot;
-            peer.create_elicitation(params).await.map_err(|error| {
-                ErrorData::internal_error(format!("the upstream client failed: {error}"), None)
-            })
+            tokio::select! {
+                // A client that went away is not waited for (rmcp would
+                // hold the request until its own drain ends).
+                () = gone.cancelled() => Err(NoAnswer::ClientGone),
+                answered = elicit(peer, params, carrier) => answered.map_err(no_answer),
+            }
         }))
+    }
+
+    fn client(&self, session: SessionId) -> Option<ClientName> {
+        let sessions = self.sessions.lock().ok()?;
+        let info = sessions.get(&session)?.peer.peer_info()?;
+        Some(ClientName {
+            name: info.client_info.name.clone(),
+            version: info.client_info.version.clone(),
+        })
     }
 
     fn completed(&self, server: &str, elicitation_id: &str) {
@@ -305,7 +383,7 @@ impl Person for Upstream {
             );
             return;
         };
-        let (Some((peer, _)), Ok(runtime)) =
+        let (Some((peer, _, _)), Ok(runtime)) =
             (self.peer(session), tokio::runtime::Handle::try_current())
         else {
             return;
@@ -324,6 +402,58 @@ impl Person for Upstream {
                 );
             }
         });
+    }
+}
+
+/// Why the client gave no answer: its transport ended (it went away), or
+/// it answered with an error or something unreadable.
+fn no_answer(error: ServiceError) -> NoAnswer {
+    match error {
+        ServiceError::TransportClosed
+        | ServiceError::TransportSend(_)
+        | ServiceError::Cancelled { .. } => NoAnswer::ClientGone,
+        ServiceError::McpError(error) => NoAnswer::from(error),
+        other => NoAnswer::ClientFailed(other.to_string()),
+    }
+}
+
+/// Aborts its task when dropped: the question is withdrawn when whoever
+/// waits for the answer stops waiting.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Sends `elicitation/create` with `params` to `peer` and waits for the
+/// answer, as `Peer::create_elicitation` does, but tied to `carrier`, the
+/// upstream request it belongs to: over streamable HTTP it goes out on that
+/// request's stream. It is sent from a task of its own, where rmcp has no
+/// request of its own to tag it with (its tag would replace `carrier`); on
+/// stdio the tag is not used.
+async fn elicit(
+    peer: Peer<RoleServer>,
+    params: ElicitRequestParams,
+    carrier: Option<RequestId>,
+) -> Result<ElicitResult, ServiceError> {
+    let mut request = ElicitRequest::new(params);
+    if let Some(id) = carrier {
+        request.extensions.insert(OriginatingRequestId(id));
+    }
+    let mut sending = AbortOnDrop(tokio::spawn(async move {
+        peer.send_request(ServerRequest::ElicitRequest(request))
+            .await
+    }));
+    match (&mut sending.0).await {
+        Ok(Ok(ClientResult::ElicitResult(result))) => Ok(result),
+        Ok(Ok(_)) => Err(ServiceError::UnexpectedResponse),
+        Ok(Err(error)) => Err(error),
+        // Only a panic: the task is aborted only once nobody awaits it.
+        Err(error) => Err(ServiceError::Cancelled {
+            reason: Some(error.to_string()),
+        }),
     }
 }
 

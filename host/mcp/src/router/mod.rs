@@ -30,7 +30,7 @@ use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::Value;
 
 pub use pending::{Pending, PendingEntry};
-pub use person::{NoPerson, NotAsked, Person};
+pub use person::{NoAnswer, NoPerson, NotAsked, Person};
 pub use policy::{ROUTER_STEP, STRICT_KEY, UNMATCHED_HEADLINE};
 pub use settings::{
     DEFAULT_MAX_IN_FLIGHT_PER_SERVER, DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,
@@ -92,8 +92,9 @@ type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
 ///   `person_timeout_sec`, the server's cancellation or a cancel through
 ///   this registry. Invariant: every entry has exactly one waiter, and
 ///   cancelling its token ([`Pending::cancel_all`]: a server disconnected,
-///   or [`Router::drain`] at shutdown) makes that waiter answer `cancel` and
-///   write its audit line.
+///   or [`Router::drain`] at shutdown) makes that waiter answer
+///   `on_unhandled` (nobody decided) and write its audit line, which names
+///   the cancel.
 ///
 /// Besides them the router counts elicitations in flight, in total
 /// ([`Router::in_flight`]) and per server (for
@@ -319,6 +320,12 @@ impl Router {
                 .and_then(Binding::session)
                 .map(SessionId::get),
             turn: related.call().and_then(|call| call.turn_id.clone()),
+            // Written by the log itself (`AuditLog::with_instance`).
+            instance: None,
+            client: binding
+                .as_ref()
+                .and_then(Binding::session)
+                .and_then(|session| self.person.client(session)),
             mode,
             decided_by: decided.by,
             reason: decided.reason,

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 pub struct Pending {
     waiting: Mutex<HashMap<(String, String), (u64, CancellationToken)>>,
     next: AtomicU64,
+    /// Set by a cancel of all (shutdown), so a waiter can say which cancel
+    /// ended it.
+    shutting_down: AtomicBool,
 }
 
 /// Removes its entry when dropped (answered, cancelled or timed out).
@@ -94,6 +97,17 @@ impl Pending {
         self.register(server, &format!("{id}#{serial}"))
     }
 
+    /// Why a waiter whose entry was cancelled was cancelled (entries made
+    /// by [`Pending::register_unique`] are never replaced, so it is one of
+    /// the two [`Pending::cancel_all`]s), for its audit line.
+    pub fn cancelled_because(&self) -> &'static str {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            "cancelled: gatehouse is shutting down"
+        } else {
+            "cancelled: the server disconnected"
+        }
+    }
+
     /// How many are waiting.
     pub fn len(&self) -> usize {
         self.waiting
@@ -110,6 +124,9 @@ impl Pending {
     /// Cancels every waiting elicitation of `server` (it disconnected), or
     /// all when `server` is `None` (shutdown).
     pub fn cancel_all(&self, server: Option<&str>) {
+        if server.is_none() {
+            self.shutting_down.store(true, Ordering::SeqCst);
+        }
         if let Ok(waiting) = self.waiting.lock() {
             for ((owner, _), (_, token)) in waiting.iter() {
                 if server.is_none_or(|server| server == owner) {
@@ -171,7 +188,15 @@ mod tests {
         pending.cancel_all(Some("a"));
         assert!(a.replaced.is_cancelled());
         assert!(!b.replaced.is_cancelled());
+        assert_eq!(
+            pending.cancelled_because(),
+            "cancelled: the server disconnected"
+        );
         pending.cancel_all(None);
         assert!(b.replaced.is_cancelled());
+        assert_eq!(
+            pending.cancelled_because(),
+            "cancelled: gatehouse is shutting down"
+        );
     }
 }

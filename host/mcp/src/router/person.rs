@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::pending::Pending;
 use super::policy::{Decided, unhandled};
 use super::settings::{ElicitationSettings, Unhandled};
-use crate::audit::{AuditStep, DecidedBy};
+use crate::audit::{AuditStep, ClientName, DecidedBy};
 use crate::calls::{Binding, SessionId};
 use crate::handler::IncomingElicitation;
 use gatehouse_core::answer::{Action, ElicitAnswer};
@@ -43,6 +43,25 @@ pub enum NotAsked {
     },
 }
 
+/// Why a person who was asked gave no answer. Nobody decided, so the
+/// server gets `[elicitations] on_unhandled` and the audit line says which.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoAnswer {
+    /// The person's client went away (its transport closed: killed,
+    /// crashed, stdin closed, HTTP session ended) before it answered.
+    #[error("the upstream client went away before the person answered")]
+    ClientGone,
+    /// The client answered with an error, or its answer could not be read.
+    #[error("the upstream client failed: {0}")]
+    ClientFailed(String),
+}
+
+impl From<ErrorData> for NoAnswer {
+    fn from(error: ErrorData) -> Self {
+        NoAnswer::ClientFailed(error.message.into_owned())
+    }
+}
+
 /// Puts an elicitation in front of the person (through the upstream client).
 pub trait Person: Send + Sync + 'static {
     /// Asks the person behind `session` (the upstream session the
@@ -53,7 +72,14 @@ pub trait Person: Send + Sync + 'static {
         &self,
         elicitation: &IncomingElicitation,
         session: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked>;
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked>;
+
+    /// The client of `session`, as it named itself, for the audit line.
+    /// The default knows none.
+    fn client(&self, session: SessionId) -> Option<ClientName> {
+        let _ = session;
+        None
+    }
 
     /// The server finished the URL-mode elicitation `elicitation_id` out of
     /// band; tell the person's client if it was shown there. The default
@@ -78,7 +104,7 @@ impl Person for NoPerson {
         &self,
         _: &IncomingElicitation,
         _: Option<SessionId>,
-    ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         Err(NotAsked::NoClient)
     }
 }
@@ -161,21 +187,19 @@ pub(super) async fn ask(
         answered = asking => answered,
         () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
         () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
-        () = entry.replaced.cancelled() => return cancel("cancelled: replaced by a request with the same id, or shutting down", steps),
+        () = entry.replaced.cancelled() => {
+            // Nobody answered: the registry was cancelled under it.
+            let because = pending.cancelled_because();
+            return unhandled(settings.on_unhandled, format!("{why}; {because}"), steps);
+        }
         () = replaced.cancelled() => return cancel("cancelled: the server reused this request id while it waited", steps),
     };
     drop(entry);
     match answered {
         Ok(result) => checked(&result, request.params(), settings.on_unhandled, why, steps),
         // The person's client went away or failed: nobody decided, so the
-        // server hears `cancel` (MCP: dismissed without a choice).
-        Err(error) => cancel(
-            &format!(
-                "{why}; the person's client disconnected or failed: {}",
-                error.message
-            ),
-            steps,
-        ),
+        // server hears `on_unhandled`, and the audit line says why.
+        Err(no_answer) => unhandled(settings.on_unhandled, format!("{why}; {no_answer}"), steps),
     }
 }
 
@@ -264,7 +288,7 @@ mod tests {
             &self,
             _: &IncomingElicitation,
             _: Option<SessionId>,
-        ) -> Result<BoxFuture<'static, Result<ElicitResult, ErrorData>>, NotAsked> {
+        ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
             Ok(Box::pin(futures::future::pending()))
         }
     }
@@ -365,13 +389,14 @@ mod tests {
         while pending.is_empty() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        pending.cancel_all(Some("s"));
+        pending.cancel_all(None);
         let decided = waiting.await.expect("the question ends");
-        assert_eq!(decided.by, DecidedBy::Person);
-        assert!(
-            decided.reason.contains("shutting down"),
-            "{}",
-            decided.reason
+        // Nobody answered: not the person's decision, and the reason is the
+        // one that happened.
+        assert_eq!(decided.by, DecidedBy::Unhandled);
+        assert_eq!(
+            decided.reason,
+            "routed to the user; cancelled: gatehouse is shutting down"
         );
         assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
         assert!(pending.is_empty(), "the entry leaves with its waiter");
