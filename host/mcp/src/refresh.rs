@@ -62,6 +62,11 @@ impl RefreshState {
         self.dirty.load(Ordering::SeqCst)
     }
 
+    /// Whether a refresh is under way right now (someone holds the gate).
+    pub fn is_running(&self) -> bool {
+        self.gate.try_lock().is_err()
+    }
+
     /// How many refreshes have published so far.
     pub fn published(&self) -> u64 {
         self.published.load(Ordering::SeqCst)

@@ -5,7 +5,9 @@
 //! A refresh is single-flight and coalescing ([`RefreshState`]): build the
 //! desired server set, reuse every connection whose configuration did not
 //! change (unless a hard refresh asked for a reconnect), connect the rest
-//! concurrently, list tools where they are new or stale, publish. A changed
+//! concurrently, list tools where they are new or stale, and publish as each
+//! server comes up (so a slow or hanging server holds nobody else's tools;
+//! [`McpRuntime::refreshing`] says a refresh is still under way). A changed
 //! credential in the environment (bearer token, header or passed-through
 //! variable) makes the runtime dirty and reconnects that server; so does a
 //! connection that closed (the server exited or hung up). Holders of an old
@@ -151,7 +153,14 @@ struct Inner {
     reconnect: Mutex<HashSet<String>>,
     connects: AtomicU64,
     changes: watch::Sender<u64>,
+    /// When the servers that failed to come up are tried again (at the
+    /// first request after it).
+    retry_failed_at: Mutex<Option<std::time::Instant>>,
 }
+
+/// How long after a server failed to come up it is tried again (at the
+/// first request after that).
+pub const RETRY_FAILED_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The runtime. Cheap to clone.
 ///
@@ -190,6 +199,7 @@ impl McpRuntime {
                 reconnect: Mutex::new(HashSet::new()),
                 connects: AtomicU64::new(0),
                 changes,
+                retry_failed_at: Mutex::new(None),
             }),
         }
     }
@@ -210,6 +220,54 @@ impl McpRuntime {
         self.inner.refresh.is_dirty()
     }
 
+    /// Whether a refresh is under way: servers may still be coming up (each
+    /// is published as it does).
+    pub fn refreshing(&self) -> bool {
+        self.inner.refresh.is_running()
+    }
+
+    /// Whether [`refresh_if_dirty`](Self::refresh_if_dirty) has work to do
+    /// or is doing it: the runtime is dirty, a refresh is under way, or a
+    /// connection closed or its credentials changed (which makes it dirty).
+    pub fn refresh_owed(&self) -> bool {
+        self.note_stale_connections();
+        self.is_dirty() || self.refreshing()
+    }
+
+    /// Makes the runtime dirty when a connection closed or its credentials
+    /// changed.
+    fn note_stale_connections(&self) {
+        let snapshot = self.inner.snapshot.load();
+        if snapshot
+            .connections
+            .values()
+            .any(|connection| !connection.credentials_current())
+        {
+            tracing::info!("credentials changed; refreshing");
+            self.invalidate();
+        }
+        // A server that exited or hung up is reconnected (the refresh does
+        // not reuse closed connections); nothing else would make us dirty.
+        if let Some(closed) = snapshot
+            .connections
+            .values()
+            .find(|connection| connection.is_closed())
+        {
+            tracing::info!(server = closed.name(), "connection closed; reconnecting");
+            self.invalidate();
+        }
+        // Servers that failed to come up are tried again once their wait is
+        // over.
+        if !snapshot.failures.is_empty()
+            && let Ok(mut retry_at) = self.inner.retry_failed_at.lock()
+            && retry_at.is_some_and(|at| std::time::Instant::now() >= at)
+        {
+            *retry_at = None;
+            tracing::info!("retrying the servers that failed to come up");
+            self.invalidate();
+        }
+    }
+
     /// Reconnects `server` at the next refresh even if its config is unchanged.
     pub fn hard_refresh(&self, server: &str) {
         if let Ok(mut reconnect) = self.inner.reconnect.lock() {
@@ -228,8 +286,10 @@ impl McpRuntime {
         self.inner.connects.load(Ordering::SeqCst)
     }
 
-    /// A receiver that sees a new value whenever a refresh changes the tool
-    /// catalog (the gateway forwards `tools/list_changed` on it).
+    /// A receiver that sees a new value whenever a publication changes the
+    /// tool catalog or the set of servers up (the gateway forwards
+    /// `tools/list_changed`, `resources/list_changed` and
+    /// `prompts/list_changed` on it).
     pub fn catalog_changes(&self) -> watch::Receiver<u64> {
         self.inner.changes.subscribe()
     }
@@ -238,28 +298,7 @@ impl McpRuntime {
     /// this call ran a refresh.
     pub async fn refresh_if_dirty(&self) -> Result<bool, RuntimeError> {
         let inner = &self.inner;
-        if inner
-            .snapshot
-            .load()
-            .connections
-            .values()
-            .any(|connection| !connection.credentials_current())
-        {
-            tracing::info!("credentials changed; refreshing");
-            self.invalidate();
-        }
-        // A server that exited or hung up is reconnected (the refresh does
-        // not reuse closed connections); nothing else would make us dirty.
-        if let Some(closed) = inner
-            .snapshot
-            .load()
-            .connections
-            .values()
-            .find(|connection| connection.is_closed())
-        {
-            tracing::info!(server = closed.name(), "connection closed; reconnecting");
-            self.invalidate();
-        }
+        self.note_stale_connections();
         let weak = Arc::downgrade(inner);
         inner
             .refresh
@@ -300,6 +339,8 @@ impl McpRuntime {
 }
 
 async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), RuntimeError> {
+    use futures::StreamExt;
+
     let desired = inner.source.desired().await?;
     let current = inner.snapshot.load_full();
     let reconnect: HashSet<String> = inner
@@ -316,8 +357,22 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
             }
         }),
     };
-    let mut pending = Vec::new();
+    let known_tools = |name: &str| -> Vec<Tool> {
+        current
+            .tools
+            .iter()
+            .filter(|entry| entry.server == name)
+            .map(|entry| entry.tool.clone())
+            .collect()
+    };
+    // What is up so far: kept connections with the tools they had, then
+    // each new one as it comes up.
     let mut connections = BTreeMap::new();
+    let mut listed: BTreeMap<String, Vec<Tool>> = BTreeMap::new();
+    let mut failures = BTreeMap::new();
+    // Each server that is new (or whose tools are stale) connects and lists
+    // its tools on its own: a slow or hanging one holds nobody else.
+    let mut arriving = futures::stream::FuturesUnordered::new();
     for config in desired.into_iter().filter(|config| config.enabled) {
         match current.connections.get(&config.name) {
             Some(existing)
@@ -327,53 +382,101 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
                     && !reconnect.contains(&config.name) =>
             {
                 connections.insert(config.name.clone(), existing.clone());
+                listed.insert(config.name.clone(), known_tools(&config.name));
+                if existing.tools_stale() {
+                    let existing = existing.clone();
+                    arriving.push(Box::pin(async move {
+                        let tools = existing.list_tools().await;
+                        Arrival::Relisted(existing, tools)
+                    }) as BoxFuture<'static, Arrival>);
+                }
             }
             _ => {
                 let hooks = hooks.clone();
                 inner.connects.fetch_add(1, Ordering::SeqCst);
-                pending.push(async move {
+                arriving.push(Box::pin(async move {
                     let required = config.required;
-                    (required, Connection::connect(config, hooks).await)
-                });
+                    match Connection::connect(config, hooks).await {
+                        Ok(connection) => {
+                            let tools = connection.list_tools().await;
+                            Arrival::Connected(Arc::new(connection), tools)
+                        }
+                        Err(error) => Arrival::Failed { required, error },
+                    }
+                }));
             }
         }
     }
-    let mut failures = BTreeMap::new();
-    let mut fresh = HashSet::new();
-    for (required, result) in futures::future::join_all(pending).await {
-        match result {
-            Ok(connection) => {
-                fresh.insert(connection.name().to_owned());
-                connections.insert(connection.name().to_owned(), Arc::new(connection));
-            }
-            Err(error) if required => return Err(RuntimeError::RequiredServerFailed(error)),
-            Err(error) => {
-                tracing::warn!("skipping optional server: {}", Escaped(&error.to_string()));
-                failures.insert(error.server().to_owned(), error.to_string());
-            }
-        }
-    }
-    let mut listed: Vec<(String, Vec<Tool>)> = Vec::new();
-    for (name, connection) in &connections {
-        let known: Vec<Tool> = current
-            .tools
-            .iter()
-            .filter(|entry| entry.server == *name)
-            .map(|entry| entry.tool.clone())
-            .collect();
-        if fresh.contains(name) || connection.tools_stale() {
-            match connection.list_tools().await {
-                Ok(tools) => listed.push((name.clone(), tools)),
-                Err(error) => {
-                    tracing::warn!("{}", Escaped(&error.to_string()));
-                    failures.insert(name.clone(), error.to_string());
-                    listed.push((name.clone(), known));
+    let mut required_failure = None;
+    while let Some(arrival) = arriving.next().await {
+        let (connection, tools) = match arrival {
+            Arrival::Failed { required, error } => {
+                if required {
+                    tracing::error!("required server failed: {}", Escaped(&error.to_string()));
+                    required_failure.get_or_insert(error);
+                } else {
+                    tracing::warn!("skipping optional server: {}", Escaped(&error.to_string()));
+                    failures.insert(error.server().to_owned(), error.to_string());
                 }
+                continue;
             }
-        } else {
-            listed.push((name.clone(), known));
+            Arrival::Connected(connection, tools) | Arrival::Relisted(connection, tools) => {
+                (connection, tools)
+            }
+        };
+        let name = connection.name().to_owned();
+        let tools = tools.unwrap_or_else(|error| {
+            tracing::warn!("{}", Escaped(&error.to_string()));
+            failures.insert(name.clone(), error.to_string());
+            known_tools(&name)
+        });
+        connections.insert(name.clone(), connection);
+        listed.insert(name, tools);
+        // Published as each server comes up (the client hears of it through
+        // `tools/list_changed`), unless it is the last: that one is the
+        // refresh's own publication below.
+        if !arriving.is_empty() {
+            publish(inner, &connections, &listed, &failures);
         }
     }
+    if let Some(error) = required_failure {
+        // What is up stays published; the runtime stays dirty, so the next
+        // refresh tries the required server again.
+        publish(inner, &connections, &listed, &failures);
+        return Err(RuntimeError::RequiredServerFailed(error));
+    }
+    publish(inner, &connections, &listed, &failures);
+    Ok(())
+}
+
+/// What a server that was connecting or relisting came back with.
+enum Arrival {
+    /// A new connection, with its tools (or why they could not be listed).
+    Connected(Arc<Connection>, Result<Vec<Tool>, ConnectError>),
+    /// A kept connection whose tools were stale, listed again.
+    Relisted(Arc<Connection>, Result<Vec<Tool>, ConnectError>),
+    /// The connection could not be made.
+    Failed {
+        /// Whether the server is `required`.
+        required: bool,
+        /// Why.
+        error: ConnectError,
+    },
+}
+
+/// Publishes a snapshot of `connections` with the tools `listed` for them
+/// (by server), and tells catalog watchers when the catalog changed.
+fn publish(
+    inner: &Inner,
+    connections: &BTreeMap<String, Arc<Connection>>,
+    listed: &BTreeMap<String, Vec<Tool>>,
+    failures: &BTreeMap<String, String>,
+) {
+    let current = inner.snapshot.load_full();
+    let listed: Vec<(&String, &Vec<Tool>)> = listed
+        .iter()
+        .filter(|(server, _)| connections.contains_key(*server))
+        .collect();
     let identities: Vec<(&str, &str)> = listed
         .iter()
         .flat_map(|(server, tools)| {
@@ -386,11 +489,11 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
     let mut tools = Vec::with_capacity(names.len());
     let mut names = names.into_iter();
     for (server, server_tools) in &listed {
-        for tool in server_tools {
+        for tool in server_tools.iter() {
             if let Some(qualified) = names.next() {
                 tools.push(QualifiedTool {
                     qualified,
-                    server: server.clone(),
+                    server: (*server).clone(),
                     tool: tool.clone(),
                 });
             }
@@ -401,19 +504,25 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
         .enumerate()
         .map(|(index, entry)| (entry.qualified.clone(), index))
         .collect();
-    let catalog_changed = !same_catalog(&current.tools, &tools);
+    // The server set counts too: a new server's resources and prompts.
+    let catalog_changed =
+        !same_catalog(&current.tools, &tools) || !current.connections.keys().eq(connections.keys());
     let generation = current.generation + 1;
     inner.snapshot.store(Arc::new(Snapshot {
         generation,
-        connections,
+        connections: connections.clone(),
         tools,
         by_name,
-        failures,
+        failures: failures.clone(),
     }));
     if catalog_changed {
         inner.changes.send_replace(generation);
     }
-    Ok(())
+    if !failures.is_empty()
+        && let Ok(mut retry_at) = inner.retry_failed_at.lock()
+    {
+        *retry_at = Some(std::time::Instant::now() + RETRY_FAILED_AFTER);
+    }
 }
 
 fn same_catalog(before: &[QualifiedTool], after: &[QualifiedTool]) -> bool {

@@ -117,9 +117,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let calls = Arc::new(gatehouse_mcp::calls::Calls::default());
     router.set_calls(calls.clone());
     router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
-    mcp.refresh_if_dirty()
-        .await
-        .context("cannot start the MCP servers")?;
+    // The servers come up in the background, each published as it does:
+    // `initialize` is answered at once whatever they do, and a slow or
+    // failing server holds nobody else (the gateway's list requests wait
+    // for them briefly, then the client hears `tools/list_changed`). A
+    // failure is logged; the next request retries it.
+    {
+        let mcp = mcp.clone();
+        tokio::spawn(async move {
+            if let Err(error) = mcp.refresh_if_dirty().await {
+                tracing::error!(
+                    "an MCP server did not start; serving the others, and retrying at the next request: {}",
+                    gatehouse_core::escape::Escaped(&error.to_string())
+                );
+            }
+        });
+    }
     let watched = mcp.clone();
     // The trust file too: `gatehouse plugins trust` and `untrust` take effect.
     let trust_file = config.trust_file();

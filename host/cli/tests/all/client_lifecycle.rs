@@ -345,3 +345,86 @@ fn instances_on_one_config_keep_their_own_sockets_and_reload_reaches_each() {
     assert!(stderr.contains("no gatehouse serve is running"), "{stderr}");
     assert!(sockets(dir.path()).is_empty());
 }
+
+#[test]
+fn initialize_never_waits_for_the_servers_and_each_appears_as_it_comes_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = crate::paths::demo_server().display().to_string();
+    let guardian = crate::paths::existing(
+        crate::paths::target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
+        "run .ci/build-guests",
+    )
+    .display()
+    .to_string();
+    let marker = dir.path().join("slow-is-starting");
+    // `slow` takes five seconds to start; `stuck` never answers `initialize`
+    // and times out after one.
+    let slow = format!(
+        "sleep 5; touch {marker:?}; exec {server:?} --name slow",
+        marker = marker.display().to_string()
+    );
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
+             [mcp_servers.slow]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {slow:?}]\n\n\
+             [mcp_servers.stuck]\ncommand = {server:?}\nargs = [\"--hang\"]\nstartup_timeout_sec = 1\n\n\
+             [[review.modules]]\npath = {guardian:?}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\n"
+        ),
+    )
+    .expect("write config");
+    let mut session = Session::start(&config, Wiring::Socketpair);
+    let started = Instant::now();
+    session.initialize("impatient-client");
+    eprintln!("initialize answered in {:?}", started.elapsed());
+    assert!(
+        !marker.exists(),
+        "initialize was answered only once the slow server was starting"
+    );
+    let tools = |session: &mut Session, id: u64| -> Vec<String> {
+        session.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        let listed = session
+            .read_until(|message| message["id"] == id)
+            .expect("tools/list answered");
+        listed["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let first = tools(&mut session, 1);
+    assert!(first.contains(&"git__echo".to_owned()), "{first:?}");
+    assert!(
+        !first.iter().any(|tool| tool.starts_with("slow__")),
+        "{first:?}"
+    );
+    // The git server works while the others are still coming up.
+    session.call(2, "git__echo", json!({"text": "early"}));
+    let echoed = session
+        .read_until(|message| message["id"] == 2)
+        .expect("answered");
+    assert!(echoed.to_string().contains("[git] early"), "{echoed}");
+    // `slow` comes up: the client is told, and its tools are listed.
+    session
+        .read_until(|message| {
+            message["method"] == "notifications/tools/list_changed"
+                && std::fs::metadata(&marker).is_ok()
+        })
+        .expect("tools/list_changed");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = tools(&mut session, 3);
+        if now.contains(&"slow__echo".to_owned()) {
+            assert!(now.contains(&"git__echo".to_owned()), "{now:?}");
+            assert!(!now.iter().any(|tool| tool.starts_with("stuck__")));
+            break;
+        }
+        assert!(Instant::now() < deadline, "slow never listed: {now:?}");
+        session
+            .read_until(|message| message["method"] == "notifications/tools/list_changed")
+            .expect("tools/list_changed");
+    }
+}

@@ -30,6 +30,11 @@ pub use upstream::{
 use crate::calls::{CallKind, Calls, SessionId, UpstreamCall};
 use crate::runtime::{McpRuntime, RuntimeError};
 
+/// How long a list request waits for a refresh under way (servers coming
+/// up) before it answers with the servers that are up; the rest follow with
+/// `notifications/tools/list_changed`.
+pub const CATALOG_WAIT: std::time::Duration = std::time::Duration::from_millis(750);
+
 /// How many requests one upstream session may have in flight at once by
 /// default.
 pub const DEFAULT_MAX_CALLS_PER_SESSION: usize = 256;
@@ -114,10 +119,39 @@ impl Gateway {
             })
     }
 
+    /// The catalog to answer with: refreshed first when a refresh is owed,
+    /// waiting for it at most [`CATALOG_WAIT`]. A refresh that takes longer
+    /// (a server slow to start, or hanging until its startup timeout) goes on
+    /// in the background, publishing each server as it comes up, and the
+    /// client hears `notifications/tools/list_changed`: a slow server never
+    /// hides the others, nor gatehouse itself.
     async fn refreshed(&self) -> Arc<crate::runtime::Snapshot> {
+        if self.runtime.refresh_owed() {
+            let runtime = self.runtime.clone();
+            let refresh = tokio::spawn(async move { runtime.refresh_if_dirty().await });
+            match tokio::time::timeout(CATALOG_WAIT, refresh).await {
+                Ok(Ok(Err(error))) => tracing::warn!(
+                    "refresh failed; serving what is up: {}",
+                    gatehouse_core::escape::Escaped(&error.to_string())
+                ),
+                Ok(Err(error)) => tracing::warn!("the refresh task failed: {error}"),
+                // Done, or still going in the background.
+                Ok(Ok(Ok(_))) | Err(_) => {}
+            }
+        }
+        self.runtime.snapshot()
+    }
+
+    /// The catalog in which `tool` is found: when it is not (yet) there and
+    /// servers are still coming up, after the refresh under way has ended.
+    async fn catalog_with(&self, tool: &str) -> Arc<crate::runtime::Snapshot> {
+        let snapshot = self.refreshed().await;
+        if snapshot.tool(tool).is_some() || !self.runtime.refreshing() {
+            return snapshot;
+        }
         if let Err(error) = self.runtime.refresh_if_dirty().await {
             tracing::warn!(
-                "refresh failed; serving the last catalog: {}",
+                "refresh failed; serving what is up: {}",
                 gatehouse_core::escape::Escaped(&error.to_string())
             );
         }
@@ -132,7 +166,9 @@ impl ServerHandler for Gateway {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .build(),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -154,7 +190,10 @@ impl ServerHandler for Gateway {
         let peer = context.peer;
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
-                if peer.notify_tool_list_changed().await.is_err() {
+                let told = peer.notify_tool_list_changed().await.is_ok()
+                    && peer.notify_resource_list_changed().await.is_ok()
+                    && peer.notify_prompt_list_changed().await.is_ok();
+                if !told {
                     break;
                 }
             }
@@ -185,7 +224,7 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let snapshot = self.refreshed().await;
+        let snapshot = self.catalog_with(&request.name).await;
         let Some(entry) = snapshot.tool(&request.name) else {
             return Err(ErrorData::invalid_params(
                 format!("no tool named `{}`", request.name),
