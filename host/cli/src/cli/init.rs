@@ -21,8 +21,9 @@
 //!
 //! The reference guests are not embedded in the binary (`gatehouse demo`
 //! loads them from the build too): they are copied from where the demo finds
-//! them, `--guests`, `GATEHOUSE_GUESTS_DIR`, or `wasm32-wasip2/guest` of the
-//! target directory this binary was built in.
+//! them, `--guests`, `GATEHOUSE_GUESTS_DIR`, `wasm32-wasip2/guest` of the
+//! target directory this binary was built in, or `../share/gatehouse/guests`
+//! beside an installed binary (`.ci/install-gatehouse`).
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -99,8 +100,9 @@ pub struct InitArgs {
     #[arg(long)]
     force: bool,
     /// Where the built reference guests are (default: GATEHOUSE_GUESTS_DIR,
-    /// else `wasm32-wasip2/guest` in the target directory of this binary,
-    /// as `gatehouse demo`).
+    /// else `wasm32-wasip2/guest` in the target directory of this binary, or
+    /// `../share/gatehouse/guests` beside an installed one, as `gatehouse
+    /// demo`).
     #[arg(long, value_name = "DIR")]
     guests: Option<PathBuf>,
 }

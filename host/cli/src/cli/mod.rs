@@ -51,9 +51,17 @@ enum Command {
     Audit(audit::AuditArgs),
 }
 
+/// Where an installed `gatehouse` keeps the reference guests, relative to
+/// the directory of the binary (`.ci/install-gatehouse` puts them there:
+/// `PREFIX/bin/gatehouse` beside `PREFIX/share/gatehouse/guests`).
+pub const INSTALLED_GUESTS: &str = "../share/gatehouse/guests";
+
 /// The directory of the built reference guests: `flag` (`--guests`), else
-/// `GATEHOUSE_GUESTS_DIR`, else `wasm32-wasip2/guest` in the target directory
-/// this binary was built in (`gatehouse demo` and `gatehouse init`).
+/// `GATEHOUSE_GUESTS_DIR`, else `wasm32-wasip2/guest` in the target
+/// directory this binary was built in, unless only [`INSTALLED_GUESTS`]
+/// holds the guardian (an installed binary) (`gatehouse demo` and
+/// `gatehouse init`). When neither does, the build tree's is named, with
+/// how to build it.
 pub fn guests_dir(flag: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
     use anyhow::Context as _;
     if let Some(dir) = flag.or_else(|| std::env::var_os("GATEHOUSE_GUESTS_DIR").map(Into::into)) {
@@ -64,7 +72,17 @@ pub fn guests_dir(flag: Option<std::path::PathBuf>) -> anyhow::Result<std::path:
         .parent()
         .map(std::path::Path::to_path_buf)
         .unwrap_or_default();
-    Ok(exe_dir.join("../wasm32-wasip2/guest"))
+    let installed = exe_dir.join(INSTALLED_GUESTS);
+    let built = exe_dir.join("../wasm32-wasip2/guest");
+    Ok(
+        if installed.join("gatehouse_guardian.wasm").is_file()
+            && !built.join("gatehouse_guardian.wasm").is_file()
+        {
+            installed
+        } else {
+            built
+        },
+    )
 }
 
 /// How results are printed.

@@ -1351,3 +1351,40 @@ fn cursor_entry_names_the_file_on_this_machine_and_its_allowlist_entries_move() 
         stdout(&output)
     );
 }
+
+/// `.ci/install-gatehouse`'s layout, without a checkout: `PREFIX/bin/gatehouse`
+/// and `PREFIX/share/gatehouse/guests`; no `GATEHOUSE_GUESTS_DIR`, nothing
+/// built beside it. init finds the reference guests and writes a config
+/// that loads.
+#[test]
+fn an_installed_binary_finds_the_reference_guests_it_was_installed_with() {
+    let setup = Setup::new();
+    let prefix = tempfile::tempdir().expect("tempdir");
+    let bin = prefix.path().join("bin");
+    let shared = prefix.path().join("share/gatehouse/guests");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::fs::create_dir_all(&shared).expect("mkdir");
+    let installed = bin.join("gatehouse");
+    std::fs::copy(env!("CARGO_BIN_EXE_gatehouse"), &installed).expect("copy the binary");
+    for guest in [
+        "gatehouse_guardian",
+        "gatehouse_model_guardian",
+        "gatehouse_allowlist",
+    ] {
+        std::fs::copy(
+            guests_dir().join(format!("{guest}.wasm")),
+            shared.join(format!("{guest}.wasm")),
+        )
+        .expect("copy a guest");
+    }
+    let output = Command::new(&installed)
+        .args(["init", "--config", "gh/gatehouse.toml"])
+        .current_dir(setup.project())
+        .env("HOME", setup.home.path())
+        .env_remove("CODEX_HOME")
+        .env_remove("GATEHOUSE_GUESTS_DIR")
+        .output()
+        .expect("the installed gatehouse runs");
+    assert_ok(&output);
+    assert_reference_chain(&setup);
+}
