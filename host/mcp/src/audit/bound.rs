@@ -397,6 +397,10 @@ mod tests {
         let mut record = record();
         record.server = huge.clone();
         record.turn = Some(huge.clone());
+        record.client = Some(crate::audit::ClientName {
+            name: huge.clone(),
+            version: huge.clone(),
+        });
         record.mode = huge.clone();
         record.reason = huge.clone();
         record.steps[0].module = huge.clone();
@@ -420,7 +424,10 @@ mod tests {
         record.answer = json!({"error": {"code": -32602, "message": huge.clone()},
             huge.clone(): [huge.clone(), 5]});
         let bounded = bounded(&record).into_owned();
+        let client = bounded.client.clone().expect("kept");
         let names = [
+            &client.name,
+            &client.version,
             &bounded.server,
             bounded.turn.as_ref().unwrap_or(&huge),
             &bounded.mode,

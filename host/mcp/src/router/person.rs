@@ -398,7 +398,8 @@ mod tests {
             decided.reason,
             "routed to the user; cancelled: gatehouse is shutting down"
         );
-        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
+        // `on_unhandled` (decline by default), not a cancel of the person's.
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Decline));
         assert!(pending.is_empty(), "the entry leaves with its waiter");
     }
 
