@@ -51,6 +51,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let stop = Stop::listen().context("cannot listen for SIGINT and SIGTERM")?;
     let config = Config::load(&args.config)?;
     // The HTTP listener's address and token are settled first: a refused
     // address or an unset token variable stops here, before anything starts.
@@ -156,9 +157,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         control_socket = %config.control_socket(&instance).display(),
         "serving"
     );
-    let served = match http {
-        None => serve_stdio(gateway, &instance).await,
-        Some(http) => serve_http(gateway, http).await,
+    let served = if stop.requested() {
+        // A signal during start-up: a clean stop, not a failed start.
+        Ok(())
+    } else {
+        match http {
+            None => serve_stdio(gateway, &instance, stop.clone()).await,
+            Some(http) => serve_http(gateway, http, stop.clone()).await,
+        }
     };
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
@@ -309,7 +315,7 @@ async fn reload_chain(reloader: Arc<Reloader>) -> String {
 /// Serves one upstream session on stdin and stdout until the client closes
 /// stdin or a signal comes (during `initialize` too: that is a clean stop,
 /// not a failed start).
-async fn serve_stdio(gateway: Gateway, instance: &str) -> anyhow::Result<()> {
+async fn serve_stdio(gateway: Gateway, instance: &str, stop: Stop) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     if std::io::stdin().is_terminal() {
         // Started by hand: say what this is rather than wait in silence.
@@ -328,42 +334,66 @@ async fn serve_stdio(gateway: Gateway, instance: &str) -> anyhow::Result<()> {
     let transport = gatehouse_mcp::gateway::stdio::transport(&gateway);
     let service = tokio::select! {
         started = gateway.serve(transport) => started.context("MCP initialization on stdio failed")?,
-        () = shutdown_signal() => return Ok(()),
+        () = stop.clone().requested_now() => return Ok(()),
     };
     tokio::select! {
         quit = service.waiting() => quit.map(|_| ()).context("the stdio session failed"),
-        () = shutdown_signal() => Ok(()),
+        () = stop.requested_now() => Ok(()),
     }
 }
 
-async fn serve_http(gateway: Gateway, http: HttpServer) -> anyhow::Result<()> {
+async fn serve_http(gateway: Gateway, http: HttpServer, stop: Stop) -> anyhow::Result<()> {
     let listening = http.bind().await?;
     println!("listening on {}", listening.url());
     listening
-        .serve(move || Ok(gateway.for_new_session()), shutdown_signal())
+        .serve(move || Ok(gateway.for_new_session()), stop.requested_now())
         .await?;
     Ok(())
 }
 
-/// SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// SIGINT or SIGTERM, listened for from the start of `serve`: one that
+/// arrives at any moment after (between two waits, say) is never lost.
+#[derive(Clone)]
+struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    /// Starts listening. Call inside the runtime, first thing.
+    fn listen() -> anyhow::Result<Stop> {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            // Registered here, before the task runs, so nothing slips by.
+            let mut interrupt = signal(SignalKind::interrupt())?;
+            let mut terminate = signal(SignalKind::terminate())?;
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+                tracing::info!("shutting down");
+                let _ = stop.send(true);
+            });
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
+        #[cfg(not(unix))]
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("shutting down");
+            let _ = stop.send(true);
+        });
+        Ok(Stop(stopped))
     }
-    tracing::info!("shutting down");
+
+    /// Whether a signal came.
+    fn requested(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves when a signal came (at once if one already did).
+    async fn requested_now(mut self) {
+        if self.0.wait_for(|stopped| *stopped).await.is_err() {
+            // The listener is gone: no signal will ever come.
+            std::future::pending::<()>().await;
+        }
+    }
 }

@@ -147,7 +147,7 @@ impl Session {
             }
             assert!(
                 started.elapsed() < Duration::from_secs(60),
-                "gatehouse did not exit"
+                "gatehouse did not exit within a minute"
             );
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -426,5 +426,22 @@ fn initialize_never_waits_for_the_servers_and_each_appears_as_it_comes_up() {
         session
             .read_until(|message| message["method"] == "notifications/tools/list_changed")
             .expect("tools/list_changed");
+    }
+}
+
+/// A signal that comes between two of serve's waits (here: just after the
+/// answer to `initialize`) is not lost: serve listens from its start.
+#[test]
+fn a_signal_right_after_initialize_is_never_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with(dir.path(), "{}", "");
+    for round in 0..12 {
+        let mut session = Session::start(&config, Wiring::Pipes);
+        session.initialize("quick-client");
+        session.signal("-TERM");
+        let (status, took) = session.exited();
+        assert!(status.success(), "round {round}: {status} after {took:?}");
+        // The client is still there: only the signal can have ended it.
+        assert!(session.stream.is_some());
     }
 }
