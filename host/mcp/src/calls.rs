@@ -442,14 +442,14 @@ impl Calls {
     /// `session`'s and in flight on `server`; else the first of `session`'s
     /// calls there that `claim` describes ([`Claim::describes`]); else the
     /// first of `session`'s calls there. `None` when `session` has no call
-    /// in flight on `server`.
+    /// in flight on `server`. The call comes with its key.
     pub fn carrier(
         &self,
         server: &str,
         session: SessionId,
         claim: Option<&Claim>,
         sent_under: Option<CallKey>,
-    ) -> Option<Arc<UpstreamCall>> {
+    ) -> Option<(CallKey, Arc<UpstreamCall>)> {
         let in_flight = self.lock();
         let calls = in_flight.get(server)?;
         let mut ours = calls.iter().filter(|(_, call)| call.session == session);
@@ -459,7 +459,7 @@ impl Calls {
                 claim.and_then(|claim| ours.clone().find(|(_, call)| claim.describes(call)))
             })
             .or_else(|| ours.next());
-        found.map(|(_, call)| call.clone())
+        found.map(|(key, call)| (CallKey(*key), call.clone()))
     }
 
     /// Whether `call` (as [`Calls::bind_claim`] named it) is still in
@@ -781,8 +781,16 @@ mod tests {
         let first = calls.begin(tool_call(alice, "run", serde_json::json!({"x": "ls"})));
         let second = calls.begin(tool_call(alice, "run", serde_json::json!({"x": "rm"})));
         let _other_server = calls.begin(call(alice, "docs"));
-        let args = |found: Option<Arc<UpstreamCall>>| found.and_then(|call| call.arguments.clone());
-        // Sent under a call of the session: that one.
+        let args = |found: Option<(CallKey, Arc<UpstreamCall>)>| {
+            found.and_then(|(_, call)| call.arguments.clone())
+        };
+        // Sent under a call of the session: that one, with its key.
+        assert_eq!(
+            calls
+                .carrier("git", alice, None, Some(second.key()))
+                .map(|(key, _)| key),
+            Some(second.key())
+        );
         assert_eq!(
             args(calls.carrier("git", alice, None, Some(second.key()))),
             Some(serde_json::json!({"x": "rm"}))

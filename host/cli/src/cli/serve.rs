@@ -346,7 +346,10 @@ async fn serve_http(gateway: Gateway, http: HttpServer, stop: Stop) -> anyhow::R
     let listening = http.bind().await?;
     println!("listening on {}", listening.url());
     listening
-        .serve(move || Ok(gateway.for_new_session()), stop.requested_now())
+        .serve(
+            move || Ok(gateway.for_new_http_session()),
+            stop.requested_now(),
+        )
         .await?;
     Ok(())
 }

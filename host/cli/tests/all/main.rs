@@ -28,6 +28,7 @@ mod init;
 mod model_cli;
 mod model_gateway;
 mod new;
+mod protocol_2026;
 mod resources;
 mod serve_control;
 mod templates;

@@ -6,6 +6,7 @@
 
 mod forward;
 pub mod http;
+mod rounds;
 pub mod stdio;
 mod upstream;
 
@@ -22,6 +23,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 pub use forward::Forwarder;
+pub use rounds::{MAX_PARKED, PARKED_FOR_AT_MOST};
 pub use upstream::{
     DEFAULT_MAX_PENDING_PER_SESSION, REMEMBERED_URL_ELICITATIONS, SERVER_META_KEY, Upstream,
     forwarded_params,
@@ -50,6 +52,9 @@ pub struct Gateway {
     calls: Arc<Calls>,
     session: SessionId,
     max_calls_per_session: usize,
+    /// Whether this is a session over streamable HTTP, where a 2026-07-28
+    /// request comes as a session of its own ([`Gateway::owner`]).
+    over_http: bool,
 }
 
 impl Gateway {
@@ -67,6 +72,7 @@ impl Gateway {
             calls,
             session: SessionId::next(),
             max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
+            over_http: false,
         }
     }
 
@@ -83,6 +89,17 @@ impl Gateway {
         Gateway {
             session: SessionId::next(),
             ..self.clone()
+        }
+    }
+
+    /// The gateway for another session over streamable HTTP
+    /// ([`Gateway::for_new_session`]), where a request of protocol
+    /// 2026-07-28 is a session of its own, and the request that carries the
+    /// answers to its questions comes as another ([`Gateway::owner`]).
+    pub fn for_new_http_session(&self) -> Gateway {
+        Gateway {
+            over_http: true,
+            ..self.for_new_session()
         }
     }
 
@@ -142,6 +159,69 @@ impl Gateway {
         self.runtime.snapshot()
     }
 
+    /// Whether `context`'s request is of protocol 2026-07-28 or later (it
+    /// says so in its `_meta`): then the session takes no request from
+    /// gatehouse, and its questions ride in results ([`rounds`]).
+    fn inline(context: &RequestContext<RoleServer>) -> bool {
+        context
+            .meta
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize())
+    }
+
+    /// Who may send a parked 2026-07-28 request of this gateway's again:
+    /// its session; over HTTP, where each such request is a session of its
+    /// own, any client the listener let in (the state, 256 random bits sent
+    /// only in the response to that client, is what names the request).
+    fn owner(&self) -> rounds::Owner {
+        if self.over_http {
+            rounds::Owner::Http
+        } else {
+            rounds::Owner::Session(self.session)
+        }
+    }
+
+    /// The first round of `context`'s request, of 2026-07-28: `work` runs
+    /// in a task of its own under `call` until it ends or its server asks
+    /// the person, who is this session's client.
+    async fn first_round(
+        &self,
+        context: &RequestContext<RoleServer>,
+        (kind, name): (CallKind, &str),
+        call: crate::calls::CallGuard,
+        work: rounds::Work,
+    ) -> rounds::Round {
+        self.upstream.connect_inline(
+            self.session,
+            context.peer.clone(),
+            &context.meta,
+            !self.over_http,
+        );
+        let rounds = self.upstream.rounds();
+        let run = rounds.start(self.owner(), kind, name, call, work);
+        rounds.round(run).await
+    }
+
+    /// The next round of a request sent again with the `state` of its last
+    /// one and the client's `responses`. Refused (-32602, naming nothing) if
+    /// the request is not of 2026-07-28 or the state names no request of
+    /// this client, kind and name.
+    async fn resumed(
+        &self,
+        inline: bool,
+        kind: CallKind,
+        name: &str,
+        state: &str,
+        responses: rmcp::model::InputResponses,
+    ) -> Result<rounds::Round, ErrorData> {
+        if !inline {
+            return Err(rounds::unknown_state());
+        }
+        let rounds = self.upstream.rounds();
+        let run = rounds.resume(self.owner(), kind, name, state, responses)?;
+        Ok(rounds.round(run).await)
+    }
+
     /// The catalog in which `tool` is found: when it is not (yet) there and
     /// servers are still coming up, after the refresh under way has ended.
     async fn catalog_with(&self, tool: &str) -> Arc<crate::runtime::Snapshot> {
@@ -175,12 +255,12 @@ impl ServerHandler for Gateway {
         .with_server_info(Implementation::new("gatehouse", env!("CARGO_PKG_VERSION")))
     }
 
-    /// Elicitations go upstream as server-to-client requests, which need a
-    /// protocol version with the `initialize` handshake.
+    /// Every version rmcp knows: `initialize` negotiates at most the newest
+    /// with that handshake (elicitations then go upstream as requests), and
+    /// a client that opens with `server/discover` gets 2026-07-28 (its
+    /// questions ride in results, [`rounds`]).
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -224,6 +304,14 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let inline = Self::inline(&context);
+        if let Some(state) = &request.request_state {
+            let responses = request.input_responses.clone().unwrap_or_default();
+            return self
+                .resumed(inline, CallKind::ToolCall, &request.name, state, responses)
+                .await?
+                .into_tool();
+        }
         let snapshot = self.catalog_with(&request.name).await;
         let Some(entry) = snapshot.tool(&request.name) else {
             return Err(ErrorData::invalid_params(
@@ -244,19 +332,33 @@ impl ServerHandler for Gateway {
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
             .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
-        let called = self
-            .runtime
-            .call_tool_in(&snapshot, &request.name, request.arguments);
-        match crate::calls::on_behalf(call.key(), called).await {
-            Ok(result) => Ok(result.into()),
-            Err(RuntimeError::UnknownTool(name)) => Err(ErrorData::invalid_params(
-                format!("no tool named `{name}`"),
-                None,
-            )),
-            Err(error) => {
-                Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into())
+        let runtime = self.runtime.clone();
+        let name = request.name.clone();
+        let called = async move {
+            match runtime
+                .call_tool_in(&snapshot, &name, request.arguments)
+                .await
+            {
+                Ok(result) => Ok(result),
+                Err(RuntimeError::UnknownTool(name)) => Err(ErrorData::invalid_params(
+                    format!("no tool named `{name}`"),
+                    None,
+                )),
+                Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(
+                    error.to_string(),
+                )])),
             }
+        };
+        if inline {
+            let work = Box::pin(async move { called.await.map(rounds::Output::Tool) });
+            return self
+                .first_round(&context, (CallKind::ToolCall, &request.name), call, work)
+                .await
+                .into_tool();
         }
+        crate::calls::on_behalf(call.key(), called)
+            .await
+            .map(Into::into)
     }
 
     async fn list_resources(
@@ -286,6 +388,20 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let inline = Self::inline(&context);
+        if let Some(state) = &request.request_state {
+            let responses = request.input_responses.clone().unwrap_or_default();
+            return self
+                .resumed(
+                    inline,
+                    CallKind::ResourceRead,
+                    &request.uri,
+                    state,
+                    responses,
+                )
+                .await?
+                .into_resource();
+        }
         let snapshot = self.refreshed().await;
         let target = self
             .forwarder
@@ -302,7 +418,16 @@ impl ServerHandler for Gateway {
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
             .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
-        let read = self.forwarder.read_target(&snapshot, &request.uri, &target);
+        let forwarder = self.forwarder.clone();
+        let uri = request.uri.clone();
+        let read = async move { forwarder.read_target(&snapshot, &uri, &target).await };
+        if inline {
+            let work = Box::pin(async move { read.await.map(rounds::Output::Resource) });
+            return self
+                .first_round(&context, (CallKind::ResourceRead, &request.uri), call, work)
+                .await
+                .into_resource();
+        }
         crate::calls::on_behalf(call.key(), read)
             .await
             .map(Into::into)
@@ -324,6 +449,14 @@ impl ServerHandler for Gateway {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let inline = Self::inline(&context);
+        if let Some(state) = &request.request_state {
+            let responses = request.input_responses.clone().unwrap_or_default();
+            return self
+                .resumed(inline, CallKind::PromptGet, &request.name, state, responses)
+                .await?
+                .into_prompt();
+        }
         let snapshot = self.refreshed().await;
         let (server, name) = self
             .forwarder
@@ -341,13 +474,21 @@ impl ServerHandler for Gateway {
             .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
             .with_turn_id(crate::calls::turn_id(&context.meta)),
         )?;
-        let got = self.forwarder.get_prompt_from(
-            &snapshot,
-            &request.name,
-            &server,
-            &name,
-            request.arguments,
-        );
+        let forwarder = self.forwarder.clone();
+        let qualified = request.name.clone();
+        let arguments = request.arguments.clone();
+        let got = async move {
+            forwarder
+                .get_prompt_from(&snapshot, &qualified, &server, &name, arguments)
+                .await
+        };
+        if inline {
+            let work = Box::pin(async move { got.await.map(rounds::Output::Prompt) });
+            return self
+                .first_round(&context, (CallKind::PromptGet, &request.name), call, work)
+                .await
+                .into_prompt();
+        }
         crate::calls::on_behalf(call.key(), got)
             .await
             .map(Into::into)

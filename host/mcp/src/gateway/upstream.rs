@@ -13,22 +13,23 @@
 //! gatehouse, not the upstream client's call; so it is sent from a task of
 //! its own, tagged with the upstream call's id ([`Calls::carrier`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientResult, CustomNotification, ElicitRequest, ElicitRequestParams, ElicitResult, RequestId,
-    ServerNotification, ServerRequest,
+    ClientCapabilities, ClientResult, CustomNotification, ElicitRequest, ElicitRequestParams,
+    ElicitResult, RequestId, ServerNotification, ServerRequest,
 };
-use rmcp::service::{OriginatingRequestId, Peer, ServiceError};
+use rmcp::service::{ElicitationMode, OriginatingRequestId, Peer, ServiceError};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::ClientName;
-use crate::calls::{Calls, Claim, SessionId};
+use crate::calls::{CallKey, Calls, Claim, SessionId};
+use crate::gateway::rounds::{Asked, Rounds};
 use crate::handler::{ELICITATION_COMPLETE, IncomingElicitation};
 use crate::router::{NoAnswer, NotAsked, Person};
 use gatehouse_core::elicitation::strip_transport_keys;
@@ -56,11 +57,60 @@ struct Session {
     /// Cancelled when the session's client goes away
     /// ([`Upstream::disconnect`]): what waits for its person ends at once.
     gone: CancellationToken,
+    /// Set for a session of protocol 2026-07-28 or later, which takes no
+    /// request from gatehouse: its questions ride in results ([`Rounds`]).
+    inline: Option<InlineClient>,
+}
+
+/// What a 2026-07-28 client said of itself in its latest request's `_meta`
+/// (it has no `initialize`).
+#[derive(Clone)]
+struct InlineClient {
+    modes: HashSet<ElicitationMode>,
+    client: Option<ClientName>,
+}
+
+/// Says once per session that its client speaks 2026-07-28 (the client's
+/// words cut at 64 characters and escaped), at info when `announce`.
+fn log_inline(session: SessionId, inline: &InlineClient, announce: bool) {
+    let said = |text: &str| {
+        gatehouse_core::escape::Escaped(&text.chars().take(64).collect::<String>()).to_string()
+    };
+    let (name, version) = inline
+        .client
+        .as_ref()
+        .map(|client| (said(&client.name), said(&client.version)))
+        .unwrap_or_default();
+    const SAID: &str = "the upstream client speaks protocol 2026-07-28: its questions ride in the results of its calls";
+    if announce {
+        tracing::info!(session = session.get(), client = %name, version = %version, "{SAID}");
+    } else {
+        tracing::debug!(session = session.get(), client = %name, version = %version, "{SAID}");
+    }
+}
+
+/// The elicitation modes `capabilities` declare (form when `elicitation`
+/// names none, as the protocol says).
+fn declared_modes(capabilities: Option<&ClientCapabilities>) -> HashSet<ElicitationMode> {
+    let Some(elicitation) = capabilities.and_then(|declared| declared.elicitation.as_ref()) else {
+        return HashSet::new();
+    };
+    let mut modes = HashSet::new();
+    if elicitation.form.is_some() || elicitation.url.is_none() {
+        modes.insert(ElicitationMode::Form);
+    }
+    if elicitation.url.is_some() {
+        modes.insert(ElicitationMode::Url);
+    }
+    modes
 }
 
 impl Session {
+    /// Whether its client is gone. A 2026-07-28 session over HTTP is one
+    /// request, whose transport closes with the first round while the
+    /// request goes on: only its going away counts ([`Upstream::disconnect`]).
     fn closed(&self) -> bool {
-        self.gone.is_cancelled() || self.peer.is_transport_closed()
+        self.gone.is_cancelled() || (self.inline.is_none() && self.peer.is_transport_closed())
     }
 }
 
@@ -70,6 +120,7 @@ pub struct Upstream {
     shown_urls: Mutex<VecDeque<(String, String, SessionId)>>,
     max_pending_per_session: usize,
     calls: OnceLock<Arc<Calls>>,
+    rounds: Arc<Rounds>,
 }
 
 impl Default for Upstream {
@@ -84,6 +135,14 @@ impl std::fmt::Debug for Upstream {
             .field("max_pending_per_session", &self.max_pending_per_session)
             .finish_non_exhaustive()
     }
+}
+
+/// What [`Upstream::ask`] needs of a connected session.
+struct Connected {
+    peer: Peer<RoleServer>,
+    pending: Arc<AtomicUsize>,
+    gone: CancellationToken,
+    inline: Option<InlineClient>,
 }
 
 /// Counts a question waiting for a session's person while alive.
@@ -105,6 +164,7 @@ impl Upstream {
             shown_urls: Mutex::new(VecDeque::new()),
             max_pending_per_session: max_pending_per_session.max(1),
             calls: OnceLock::new(),
+            rounds: Arc::default(),
         }
     }
 
@@ -117,17 +177,30 @@ impl Upstream {
         let _ = self.calls.set(calls);
     }
 
-    /// The JSON-RPC id of `session`'s upstream request `elicitation`
-    /// belongs to, while that request is in flight.
-    fn carrier(&self, elicitation: &IncomingElicitation, session: SessionId) -> Option<RequestId> {
+    /// `session`'s upstream request `elicitation` belongs to, while that
+    /// request is in flight: its key and its JSON-RPC id.
+    fn carrier(
+        &self,
+        elicitation: &IncomingElicitation,
+        session: SessionId,
+    ) -> Option<(CallKey, Option<RequestId>)> {
         let claim = Claim::from_params(&elicitation.params);
-        let call = self.calls.get()?.carrier(
+        let (key, call) = self.calls.get()?.carrier(
             &elicitation.server,
             session,
             claim.as_ref(),
             elicitation.call,
         )?;
-        serde_json::from_str(call.request_id.as_deref()?).ok()
+        let id = call
+            .request_id
+            .as_deref()
+            .and_then(|id| serde_json::from_str(id).ok());
+        Some((key, id))
+    }
+
+    /// The requests of 2026-07-28 sessions, where their questions go.
+    pub(crate) fn rounds(&self) -> &Arc<Rounds> {
+        &self.rounds
     }
 
     /// Registers `peer` as the client of `session`, and forgets sessions
@@ -141,6 +214,55 @@ impl Upstream {
                     peer,
                     pending: Arc::new(AtomicUsize::new(0)),
                     gone: CancellationToken::new(),
+                    inline: None,
+                },
+            );
+        }
+    }
+
+    /// Registers `peer` as the client of `session`, a session of protocol
+    /// 2026-07-28 or later (no `initialize`; every request says in its
+    /// `_meta` who the client is and what it accepts), once a call of it is
+    /// in flight: what it declared in its latest request is what counts.
+    /// Such sessions with no call in flight any more are forgotten (over
+    /// HTTP every request is one). `announce` logs the first of each at
+    /// info rather than debug.
+    pub(crate) fn connect_inline(
+        &self,
+        session: SessionId,
+        peer: Peer<RoleServer>,
+        meta: &rmcp::model::RequestMetaObject,
+        announce: bool,
+    ) {
+        let inline = InlineClient {
+            modes: declared_modes(meta.client_capabilities().as_ref()),
+            client: meta.client_info().map(|info| ClientName {
+                name: info.name,
+                version: info.version,
+            }),
+        };
+        if let Ok(mut sessions) = self.sessions.lock() {
+            if let Some(known) = sessions.get_mut(&session) {
+                if known.inline.is_none() {
+                    log_inline(session, &inline, announce);
+                }
+                known.inline = Some(inline);
+                return;
+            }
+            log_inline(session, &inline, announce);
+            let calls = self.calls.get();
+            sessions.retain(|id, known| {
+                let idle = known.inline.is_some()
+                    && calls.is_some_and(|calls| calls.in_flight_for(*id) == 0);
+                !known.closed() && !idle
+            });
+            sessions.insert(
+                session,
+                Session {
+                    peer,
+                    pending: Arc::new(AtomicUsize::new(0)),
+                    gone: CancellationToken::new(),
+                    inline: Some(inline),
                 },
             );
         }
@@ -159,6 +281,7 @@ impl Upstream {
         {
             known.gone.cancel();
         }
+        self.rounds.forget(session);
     }
 
     /// How many upstream sessions are connected.
@@ -169,18 +292,14 @@ impl Upstream {
             .unwrap_or(0)
     }
 
-    fn peer(
-        &self,
-        session: SessionId,
-    ) -> Option<(Peer<RoleServer>, Arc<AtomicUsize>, CancellationToken)> {
+    fn peer(&self, session: SessionId) -> Option<Connected> {
         let sessions = self.sessions.lock().ok()?;
         let known = sessions.get(&session)?;
-        (!known.closed()).then(|| {
-            (
-                known.peer.clone(),
-                known.pending.clone(),
-                known.gone.clone(),
-            )
+        (!known.closed()).then(|| Connected {
+            peer: known.peer.clone(),
+            pending: known.pending.clone(),
+            gone: known.gone.clone(),
+            inline: known.inline.clone(),
         })
     }
 
@@ -332,15 +451,24 @@ impl Person for Upstream {
     ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
         // Never a guess: no session, no person.
         let session = session.ok_or(NotAsked::NoClient)?;
-        let (peer, pending, gone) = self.peer(session).ok_or(NotAsked::NoClient)?;
+        let Connected {
+            peer,
+            pending,
+            gone,
+            inline,
+        } = self.peer(session).ok_or(NotAsked::NoClient)?;
         let params = forwarded_params(&elicitation.server, &elicitation.params)?;
         let mode = match &params {
-            ElicitRequestParams::UrlElicitationParams { .. } => rmcp::service::ElicitationMode::Url,
-            _ => rmcp::service::ElicitationMode::Form,
+            ElicitRequestParams::UrlElicitationParams { .. } => ElicitationMode::Url,
+            _ => ElicitationMode::Form,
         };
-        if !peer.supported_elicitation_modes().contains(&mode) {
+        let declared = match &inline {
+            Some(inline) => inline.modes.clone(),
+            None => peer.supported_elicitation_modes(),
+        };
+        if !declared.contains(&mode) {
             return Err(NotAsked::ModeNotDeclared(match mode {
-                rmcp::service::ElicitationMode::Url => "url",
+                ElicitationMode::Url => "url",
                 _ => "form",
             }));
         }
@@ -354,6 +482,30 @@ impl Person for Upstream {
             self.remember_url(&elicitation.server, elicitation_id, session);
         }
         let carrier = self.carrier(elicitation, session);
+        if inline.is_some() {
+            // No request to the client: the question rides in the result of
+            // the request it belongs to, which must be running.
+            let (key, _) = carrier.ok_or(NotAsked::NoClient)?;
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            if !self.rounds.ask(key, Asked { params, answer }) {
+                return Err(NotAsked::NoClient);
+            }
+            return Ok(Box::pin(async move {
+                let _slot = slot;
+                tokio::select! {
+                    biased;
+                    () = gone.cancelled() => Err(NoAnswer::ClientGone),
+                    answer = answered => match answer {
+                        Ok(answer) => answer,
+                        // Its client left: that, not the parked call's end
+                        // that followed, is why nobody answered.
+                        Err(_) if gone.is_cancelled() => Err(NoAnswer::ClientGone),
+                        Err(_) => Err(NoAnswer::NotReturned),
+                    },
+                }
+            }));
+        }
+        let carrier = carrier.and_then(|(_, id)| id);
         Ok(Box::pin(async move {
             let _slot = slot;
             tokio::select! {
@@ -367,7 +519,11 @@ impl Person for Upstream {
 
     fn client(&self, session: SessionId) -> Option<ClientName> {
         let sessions = self.sessions.lock().ok()?;
-        let info = sessions.get(&session)?.peer.peer_info()?;
+        let known = sessions.get(&session)?;
+        if let Some(inline) = &known.inline {
+            return inline.client.clone();
+        }
+        let info = known.peer.peer_info()?;
         Some(ClientName {
             name: info.client_info.name.clone(),
             version: info.client_info.version.clone(),
@@ -383,7 +539,7 @@ impl Person for Upstream {
             );
             return;
         };
-        let (Some((peer, _, _)), Ok(runtime)) =
+        let (Some(Connected { peer, .. }), Ok(runtime)) =
             (self.peer(session), tokio::runtime::Handle::try_current())
         else {
             return;

@@ -54,6 +54,11 @@ pub enum NoAnswer {
     /// The client answered with an error, or its answer could not be read.
     #[error("the upstream client failed: {0}")]
     ClientFailed(String),
+    /// The question rode in the result of an upstream request (protocol
+    /// 2026-07-28), and that request's client did not come back with an
+    /// answer before the request ended or was given up.
+    #[error("the upstream client did not send the request that carried the question again")]
+    NotReturned,
 }
 
 impl From<ErrorData> for NoAnswer {
