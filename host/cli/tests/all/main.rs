@@ -18,6 +18,7 @@ mod audit;
 mod calls_in_flight;
 mod cli;
 mod client_lifecycle;
+mod clients;
 mod codex_parity;
 mod compile_cache;
 mod discovery;
