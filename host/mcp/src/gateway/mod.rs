@@ -32,10 +32,17 @@ pub use upstream::{
 use crate::calls::{CallKind, Calls, SessionId, UpstreamCall};
 use crate::runtime::{McpRuntime, RuntimeError};
 
-/// How long a list request waits for a refresh under way (servers coming
-/// up) before it answers with the servers that are up; the rest follow with
-/// `notifications/tools/list_changed`.
-pub const CATALOG_WAIT: std::time::Duration = std::time::Duration::from_millis(750);
+/// How long a list request waits at most for a refresh under way (servers
+/// coming up) before it answers with the servers that are up; the rest
+/// follow with `notifications/tools/list_changed`.
+pub const CATALOG_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the catalog must stay unchanged, once a server is up, for a list
+/// request to answer before the refresh ends: servers that start at once
+/// arrive within it of each other, and a slow one is not waited for
+/// (clients such as `claude -p` start their first turn after a short wait
+/// of their own).
+pub const CATALOG_SETTLED: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// How many requests one upstream session may have in flight at once by
 /// default.
@@ -137,23 +144,50 @@ impl Gateway {
     }
 
     /// The catalog to answer with: refreshed first when a refresh is owed,
-    /// waiting for it at most [`CATALOG_WAIT`]. A refresh that takes longer
-    /// (a server slow to start, or hanging until its startup timeout) goes on
-    /// in the background, publishing each server as it comes up, and the
-    /// client hears `notifications/tools/list_changed`: a slow server never
-    /// hides the others, nor gatehouse itself.
+    /// waiting for it until it ends, or the catalog has settled
+    /// ([`CATALOG_SETTLED`] without a change while a server is up), or
+    /// [`CATALOG_WAIT`] has passed. A refresh that takes longer (a server
+    /// slow to start, or hanging until its startup timeout) goes on in the
+    /// background, publishing each server as it comes up, and the client
+    /// hears `notifications/tools/list_changed`: a slow server never hides
+    /// the others, nor gatehouse itself.
     async fn refreshed(&self) -> Arc<crate::runtime::Snapshot> {
         if self.runtime.refresh_owed() {
+            let mut changes = self.runtime.catalog_changes();
+            changes.borrow_and_update();
             let runtime = self.runtime.clone();
-            let refresh = tokio::spawn(async move { runtime.refresh_if_dirty().await });
-            match tokio::time::timeout(CATALOG_WAIT, refresh).await {
-                Ok(Ok(Err(error))) => tracing::warn!(
-                    "refresh failed; serving what is up: {}",
-                    gatehouse_core::escape::Escaped(&error.to_string())
-                ),
-                Ok(Err(error)) => tracing::warn!("the refresh task failed: {error}"),
-                // Done, or still going in the background.
-                Ok(Ok(Ok(_))) | Err(_) => {}
+            let mut refresh = tokio::spawn(async move { runtime.refresh_if_dirty().await });
+            let deadline = tokio::time::Instant::now() + CATALOG_WAIT;
+            loop {
+                let some_up = !self.runtime.snapshot().connections().is_empty();
+                let settled = async {
+                    if some_up {
+                        tokio::time::sleep(CATALOG_SETTLED).await;
+                    } else {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    ended = &mut refresh => {
+                        match ended {
+                            Ok(Err(error)) => tracing::warn!(
+                                "refresh failed; serving what is up: {}",
+                                gatehouse_core::escape::Escaped(&error.to_string())
+                            ),
+                            Err(error) => tracing::warn!("the refresh task failed: {error}"),
+                            Ok(Ok(_)) => {}
+                        }
+                        break;
+                    }
+                    // Still going in the background from here.
+                    () = tokio::time::sleep_until(deadline) => break,
+                    () = settled => break,
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
+                }
             }
         }
         self.runtime.snapshot()
