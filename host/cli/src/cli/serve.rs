@@ -166,12 +166,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Some(http) => serve_http(gateway, http, stop.clone()).await,
         }
     };
+    // The control socket goes first (its own only: other instances keep
+    // theirs): a client that kills gatehouse soon after closing its stdin
+    // (Codex does, on a busy machine before the drain ends) leaves none
+    // behind.
+    reloads.stop();
+    let _ = std::fs::remove_file(config.control_socket(&instance));
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
     router.drain(std::time::Duration::from_secs(5)).await;
-    reloads.stop();
-    // Its own socket only: other instances keep theirs.
-    let _ = std::fs::remove_file(config.control_socket(&instance));
     if let Err(error) = audit.sync() {
         tracing::error!("{error}");
     }

@@ -188,7 +188,10 @@ pub(super) async fn ask(
         reason: reason.to_owned(),
         steps,
     };
+    // Biased: an answer (or the client having gone) that is ready wins over
+    // a shutdown cancel that came after it.
     let answered = tokio::select! {
+        biased;
         answered = asking => answered,
         () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
         () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
