@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::http_gateway::HttpGateway;
 use crate::paths::{demo_server, guest, root, spawn_listening};
 
 /// Set (by `.ci/run`) to the directory `tests/clients/setup` installed the
@@ -115,6 +116,9 @@ struct Setup {
     wrapper: PathBuf,
     home: PathBuf,
     work: PathBuf,
+    /// Set by [`Setup::over_http`]: the clients reach this gatehouse over
+    /// streamable HTTP with its token instead of starting their own.
+    http: Option<HttpGateway>,
 }
 
 impl Setup {
@@ -171,7 +175,31 @@ impl Setup {
             wrapper,
             home,
             work,
+            http: None,
         }
+    }
+
+    /// The same setup with one `gatehouse serve --listen` on loopback, which
+    /// the clients reach over streamable HTTP with its bearer token (Codex:
+    /// `url` and `bearer_token_env_var`; Claude Code: `type: "http"` with an
+    /// `Authorization` header), its log in `gatehouse.log` with the
+    /// gateway's debug lines on (over HTTP, a 2026-07-28 client is announced
+    /// at debug: every request is a session).
+    fn over_http(mut self) -> Self {
+        let log = std::fs::File::create(self.path().join("gatehouse.log")).expect("log file");
+        let (child, url) = spawn_listening(
+            Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+                .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+                .arg(&self.config)
+                .env("RUST_LOG", "warn,gatehouse_mcp::gateway=debug")
+                .stderr(log),
+            "listening on ",
+            "gatehouse starts",
+        );
+        let token =
+            std::fs::read_to_string(self.path().join(".gatehouse/token")).expect("the token file");
+        self.http = Some(HttpGateway { child, url, token });
+        self
     }
 
     fn path(&self) -> &Path {
@@ -260,7 +288,9 @@ impl Setup {
         }
         assert!(
             left.is_empty(),
-            "{label}: gatehouse is gone but left its socket(s) {left:?}: it did not shut down cleanly"
+            "{label}: gatehouse is gone but left its socket(s) {left:?}: it did not shut down cleanly\n\
+             its log:\n{}",
+            tail(&self.path().join("gatehouse.log"), 20)
         );
     }
 
@@ -622,15 +652,27 @@ fn codex(clients: &Clients, setup: &Setup, model: &ModelServer, args: &[&str]) -
              [features]\nplugins = false\nremote_plugin = false\napps = false\n\n\
              [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{url}/v1\"\n\
              wire_api = \"responses\"\nenv_key = \"SCRIPTED_MODEL_API_KEY\"\n\n\
-             [mcp_servers.gatehouse]\ncommand = {wrapper:?}\nargs = [\"serve\", \"--config\", {config:?}]\n\
+             [mcp_servers.gatehouse]\n{entry}\
              required = true\ndefault_tools_approval_mode = \"approve\"\n",
             url = model.url,
-            wrapper = setup.wrapper.display().to_string(),
-            config = setup.config.display().to_string(),
+            entry = match &setup.http {
+                Some(http) => format!(
+                    "url = {:?}\nbearer_token_env_var = \"GATEHOUSE_TOKEN\"\n",
+                    http.url
+                ),
+                None => format!(
+                    "command = {:?}\nargs = [\"serve\", \"--config\", {:?}]\n",
+                    setup.wrapper.display().to_string(),
+                    setup.config.display().to_string()
+                ),
+            },
         ),
     )
     .expect("write Codex config");
     let mut command = client_command(&clients.codex, setup, model);
+    if let Some(http) = &setup.http {
+        command.env("GATEHOUSE_TOKEN", &http.token);
+    }
     command
         .env("CODEX_HOME", &codex_home)
         .env("SCRIPTED_MODEL_API_KEY", "scripted")
@@ -643,11 +685,18 @@ fn codex(clients: &Clients, setup: &Setup, model: &ModelServer, args: &[&str]) -
 /// (`--allowedTools mcp__gatehouse`), `ANTHROPIC_BASE_URL` at the model
 /// server and the switches that keep Claude Code off the network.
 fn claude(clients: &Clients, setup: &Setup, model: &ModelServer, args: &[&str]) -> Command {
-    let entry = json!({
-        "type": "stdio",
-        "command": setup.wrapper,
-        "args": ["serve", "--config", setup.config],
-    });
+    let entry = match &setup.http {
+        Some(http) => json!({
+            "type": "http",
+            "url": http.url,
+            "headers": {"Authorization": format!("Bearer {}", http.token)},
+        }),
+        None => json!({
+            "type": "stdio",
+            "command": setup.wrapper,
+            "args": ["serve", "--config", setup.config],
+        }),
+    };
     let config = setup.home.join(".claude.json");
     if !std::fs::read_to_string(&config).is_ok_and(|text| text.contains("\"gatehouse\"")) {
         let mut add = claude_env(client_command(&clients.claude, setup, model), model);
@@ -737,6 +786,36 @@ fn run(label: &str, setup: &Setup, model: &ModelServer, mut command: Command) ->
         stdout: std::fs::read_to_string(&stdout).unwrap_or_default(),
         stderr: std::fs::read_to_string(&stderr).unwrap_or_default(),
     }
+}
+
+/// Runs the client `label` names (`codex …` or `claude …`) unattended on
+/// `prompt` (`codex exec`, `claude -p`) and fails unless it succeeds.
+fn run_unattended(
+    label: &str,
+    clients: &Clients,
+    setup: &Setup,
+    model: &ModelServer,
+    prompt: &str,
+) -> Ran {
+    let command = if label.starts_with("codex") {
+        codex(
+            clients,
+            setup,
+            model,
+            &["exec", "--skip-git-repo-check", prompt],
+        )
+    } else {
+        claude(clients, setup, model, &["-p", prompt])
+    };
+    let ran = run(label, setup, model, command);
+    assert!(
+        ran.status.success(),
+        "{label}: {}\n{}\n{}",
+        ran.status,
+        ran.stdout,
+        ran.stderr
+    );
+    ran
 }
 
 /// A client speaking JSON lines on stdio: `codex app-server` (JSON-RPC) or
@@ -1105,24 +1184,7 @@ fn codex_exec_offers_gatehouse_tools_and_the_guardian_decides_its_approvals() {
     let Some(clients) = clients() else { return };
     let setup = Setup::new(false);
     let model = ModelServer::start(&setup, &approvals_script());
-    let ran = run(
-        "codex exec",
-        &setup,
-        &model,
-        codex(
-            &clients,
-            &setup,
-            &model,
-            &["exec", "--skip-git-repo-check", APPROVALS_PROMPT],
-        ),
-    );
-    assert!(
-        ran.status.success(),
-        "codex exec: {}\n{}\n{}",
-        ran.status,
-        ran.stdout,
-        ran.stderr
-    );
+    let ran = run_unattended("codex exec", &clients, &setup, &model, APPROVALS_PROMPT);
     assert_approvals("codex exec", &setup, &model);
     assert!(ran.stdout.contains("scratch is renamed"), "{}", ran.stdout);
     setup.assert_gatehouse_gone("codex exec", "after codex exec ended");
@@ -1133,19 +1195,7 @@ fn claude_print_offers_gatehouse_tools_and_the_guardian_decides_its_approvals() 
     let Some(clients) = clients() else { return };
     let setup = Setup::new(false);
     let model = ModelServer::start(&setup, &approvals_script());
-    let ran = run(
-        "claude -p",
-        &setup,
-        &model,
-        claude(&clients, &setup, &model, &["-p", APPROVALS_PROMPT]),
-    );
-    assert!(
-        ran.status.success(),
-        "claude -p: {}\n{}\n{}",
-        ran.status,
-        ran.stdout,
-        ran.stderr
-    );
+    let ran = run_unattended("claude -p", &clients, &setup, &model, APPROVALS_PROMPT);
     assert_approvals("claude -p", &setup, &model);
     assert!(ran.stdout.contains("scratch is renamed"), "{}", ran.stdout);
     setup.assert_gatehouse_gone("claude -p", "after claude -p ended");
@@ -1158,23 +1208,12 @@ fn codex_exec_offers_gatehouse_tools_on_the_first_turn_with_a_slow_backend() {
     let Some(clients) = clients() else { return };
     let setup = Setup::new(true);
     let model = ModelServer::start(&setup, &echo_script());
-    let ran = run(
+    run_unattended(
         "codex exec (slow backend)",
+        &clients,
         &setup,
         &model,
-        codex(
-            &clients,
-            &setup,
-            &model,
-            &["exec", "--skip-git-repo-check", "Echo hi."],
-        ),
-    );
-    assert!(
-        ran.status.success(),
-        "codex exec: {}\n{}\n{}",
-        ran.status,
-        ran.stdout,
-        ran.stderr
+        "Echo hi.",
     );
     model.assert_clean("codex exec (slow backend)");
     assert_first_turn_lists_gatehouse_tools("codex exec (slow backend)", &model);
@@ -1186,18 +1225,12 @@ fn claude_print_offers_gatehouse_tools_on_the_first_turn_with_a_slow_backend() {
     let Some(clients) = clients() else { return };
     let setup = Setup::new(true);
     let model = ModelServer::start(&setup, &echo_script());
-    let ran = run(
+    run_unattended(
         "claude -p (slow backend)",
+        &clients,
         &setup,
         &model,
-        claude(&clients, &setup, &model, &["-p", "Echo hi."]),
-    );
-    assert!(
-        ran.status.success(),
-        "claude -p: {}\n{}\n{}",
-        ran.status,
-        ran.stdout,
-        ran.stderr
+        "Echo hi.",
     );
     model.assert_clean("claude -p (slow backend)");
     assert_first_turn_lists_gatehouse_tools("claude -p (slow backend)", &model);
@@ -1356,24 +1389,7 @@ fn codex_exec_and_claude_print_answer_a_deferred_form_unattended() {
     ] {
         let setup = Setup::new(false);
         let model = ModelServer::start(&setup, &ask_name_script(&format!("[git] {action}")));
-        let command = if label.starts_with("codex") {
-            codex(
-                &clients,
-                &setup,
-                &model,
-                &["exec", "--skip-git-repo-check", ASK_PROMPT],
-            )
-        } else {
-            claude(&clients, &setup, &model, &["-p", ASK_PROMPT])
-        };
-        let ran = run(label, &setup, &model, command);
-        assert!(
-            ran.status.success(),
-            "{label}: {}\n{}\n{}",
-            ran.status,
-            ran.stdout,
-            ran.stderr
-        );
+        run_unattended(label, &clients, &setup, &model, ASK_PROMPT);
         model.assert_clean(label);
         let lines = setup.audit();
         assert_eq!(lines.len(), 1, "{label}: {lines:#?}");
@@ -1480,6 +1496,15 @@ impl Host {
             Host::CodexAppServer => codex_turn_completed(session)["status"] == "completed",
             Host::ClaudeStreamJson => claude_result(session)["subtype"] == "success",
         }
+    }
+
+    /// The message of the form `request` puts to the person.
+    fn message(self, request: &Value) -> String {
+        let message = match self {
+            Host::CodexAppServer => &request["params"]["message"],
+            Host::ClaudeStreamJson => &request["request"]["message"],
+        };
+        message.as_str().unwrap_or_default().to_owned()
     }
 
     /// What stdin the client gives its MCP servers, as `/proc` names it.
@@ -1596,4 +1621,134 @@ fn codex_sigterm_to_gatehouse_exits_and_audits_the_waiting_form() {
 #[test]
 fn codex_killed_while_a_form_waits_gatehouse_answers_audits_and_exits() {
     killed_while_a_form_waits(Host::CodexAppServer);
+}
+
+// --- over streamable HTTP ----------------------------------------------------------------------
+
+/// Both clients reach one `gatehouse serve --listen` over streamable HTTP
+/// with its bearer token: the tools are offered, and the guardian decides
+/// the approvals as over stdio.
+#[test]
+fn over_http_with_the_token_both_clients_get_the_tools_and_the_guardian_decides() {
+    let Some(clients) = clients() else { return };
+    for label in ["codex exec over HTTP", "claude -p over HTTP"] {
+        let setup = Setup::new(false).over_http();
+        let model = ModelServer::start(&setup, &approvals_script());
+        let ran = run_unattended(label, &clients, &setup, &model, APPROVALS_PROMPT);
+        assert_approvals(label, &setup, &model);
+        assert!(
+            ran.stdout.contains("scratch is renamed"),
+            "{label}: {}",
+            ran.stdout
+        );
+    }
+}
+
+/// Over streamable HTTP a form no module decides reaches each client's
+/// programmatic channel and the answer reaches the server: Codex's on the
+/// POST stream of its call (it opens with `initialize`), Claude Code's in
+/// the result of its call (it opens with `server/discover`: protocol
+/// 2026-07-28, each request a session of its own).
+#[test]
+fn over_http_a_deferred_form_reaches_each_client_and_the_answer_the_server() {
+    let Some(clients) = clients() else { return };
+    for host in [Host::CodexAppServer, Host::ClaudeStreamJson] {
+        let label = format!("{} over HTTP", host.label());
+        let setup = Setup::new(false).over_http();
+        let model = ModelServer::start(&setup, &ask_name_script("[git] hello Ada"));
+        let mut session = host.start(&clients, &setup, &model, ASK_PROMPT);
+        let request = host.elicitation(&mut session);
+        assert_eq!(
+            host.message(&request),
+            "[git] What is your name?",
+            "{label}: {request}"
+        );
+        host.answer(
+            &mut session,
+            &request,
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+        );
+        assert!(host.turn_ended(&mut session), "{label}: the turn failed");
+        let status = session.finish();
+        assert!(status.success(), "{label}: {status}");
+        model.assert_clean(&label);
+        assert_person_answered(&label, &setup, "Ada");
+        let client = &setup.audit()[0]["client"]["name"];
+        let expected = match host {
+            Host::CodexAppServer => "codex-mcp-client",
+            Host::ClaudeStreamJson => "claude-code",
+        };
+        assert_eq!(client, expected, "{label}: the audit names the client");
+        assert_eq!(
+            setup.spoke_2026(),
+            matches!(host, Host::ClaudeStreamJson),
+            "{label}: which protocol the client spoke"
+        );
+    }
+}
+
+// --- instances ---------------------------------------------------------------------------------
+
+/// Runs `gatehouse reload --config config`: whether it succeeded, and its
+/// stdout (a line `INSTANCE: answer` per live instance).
+fn reload_all(config: &Path) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["reload", "--config"])
+        .arg(config)
+        .output()
+        .expect("gatehouse reload runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// Two Claude Code sessions at once on one config start a gatehouse each
+/// (Claude Code starts one per session): both run side by side, `gatehouse
+/// reload` reaches each, and when one session ends, the other's gatehouse
+/// still reloads.
+#[test]
+fn two_claude_sessions_on_one_config_each_keep_their_gatehouse_and_reload_reaches_both() {
+    let Some(clients) = clients() else { return };
+    let label = "two claude stream-json sessions";
+    let setup = Setup::new(false);
+    let model = ModelServer::start(&setup, &json!({"any": [{"reply": {"text": "Hello."}}]}));
+    let host = Host::ClaudeStreamJson;
+    let mut first = host.start(&clients, &setup, &model, "Say hello.");
+    assert!(
+        host.turn_ended(&mut first),
+        "{label}: the first session's turn"
+    );
+    let mut second = host.start(&clients, &setup, &model, "Say hello.");
+    assert!(
+        host.turn_ended(&mut second),
+        "{label}: the second session's turn"
+    );
+    let pids = setup.gatehouse_pids();
+    assert_eq!(pids.len(), 2, "{label}: a gatehouse per session: {pids:?}");
+    assert!(pids.iter().all(|pid| alive(*pid)), "{label}: {pids:?}");
+    let (reloaded, said) = reload_all(&setup.config);
+    assert!(reloaded, "{label}: reload: {said}");
+    assert_eq!(
+        said.lines().count(),
+        2,
+        "{label}: one answer per instance: {said}"
+    );
+    assert!(
+        said.lines().all(|line| line.contains(": ok")),
+        "{label}: {said}"
+    );
+    // The second session ends: its gatehouse goes, the first's still
+    // reloads.
+    second.finish();
+    assert!(
+        wait_gone(pids[1], GONE).is_some(),
+        "{label}: the second gatehouse outlived its session"
+    );
+    let (reloaded, said) = reload_all(&setup.config);
+    assert!(reloaded, "{label}: reload after one ended: {said}");
+    assert_eq!(said.lines().count(), 1, "{label}: {said}");
+    first.finish();
+    setup.assert_gatehouse_gone(label, "after both sessions ended");
+    model.assert_clean(label);
 }
