@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::{CallToolResponse, ProtocolVersion};
+use rmcp::model::{CallToolResponse, ProtocolVersion, ServerNotification, SubscriptionFilter};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
@@ -263,4 +263,64 @@ async fn over_http_a_2026_07_28_client_gets_its_questions_in_results_too() {
         .filter_map(|line| line["decided_by"].as_str())
         .collect();
     assert_eq!(decided, ["person", "person"], "{lines:?}");
+}
+
+/// A 2026-07-28 client has no `initialized`: it hears that the catalog
+/// changed (a slow server came up) on its `subscriptions/listen` stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_client_hears_of_a_server_that_comes_up_late_on_its_subscription() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with(dir.path(), "{}", "");
+    let server = crate::paths::demo_server().display().to_string();
+    let slow = format!("sleep 3; exec {server:?} --name slow");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        format!("[mcp_servers.slow]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {slow:?}]\n\n{text}"),
+    )
+    .expect("write config");
+    let (client, _) = answering(json!({"name": "unused"}));
+    let client = discover_client(&config, client).await;
+    let mut subscription = client
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
+    assert_eq!(
+        subscription.acknowledged().tools_list_changed,
+        Some(true),
+        "{:?}",
+        subscription.acknowledged()
+    );
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools
+            .into_iter()
+            .map(|tool| tool.name.to_string())
+            .collect()
+    };
+    let first = names(client.list_all_tools().await.expect("tools/list"));
+    assert!(first.contains(&"git__echo".to_owned()), "{first:?}");
+    assert!(
+        !first.iter().any(|name| name.starts_with("slow__")),
+        "{first:?}"
+    );
+    let heard = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match subscription.next().await.expect("the subscription") {
+                Some(ServerNotification::ToolListChangedNotification(_)) => {
+                    let now = names(client.list_all_tools().await.expect("tools/list"));
+                    if now.contains(&"slow__echo".to_owned()) {
+                        return now;
+                    }
+                }
+                Some(_) => {}
+                None => panic!("the subscription ended"),
+            }
+        }
+    })
+    .await
+    .expect("told of the slow server within a minute");
+    assert!(heard.contains(&"git__echo".to_owned()), "{heard:?}");
+    drop(subscription);
+    client.cancel().await.expect("close");
 }

@@ -12,6 +12,7 @@ mod upstream;
 
 use std::sync::Arc;
 
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
@@ -19,7 +20,7 @@ use rmcp::model::{
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
     ServerConfig,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 pub use forward::Forwarder;
@@ -312,6 +313,51 @@ impl ServerHandler for Gateway {
                 }
             }
         });
+    }
+
+    /// A 2026-07-28 client hears of catalog changes on a
+    /// `subscriptions/listen` stream (it has no `initialized` to start
+    /// them): the list changes of tools, resources and prompts.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resources_list_changed()
+                .prompts_list_changed()
+                .build(),
+        )
+    }
+
+    /// Tells the subscription of each catalog change, as
+    /// [`ServerHandler::on_initialized`] tells an initialized session, until
+    /// the client cancels it or gatehouse stops.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.runtime.catalog_changes();
+        changes.borrow_and_update();
+        let sink = subscription.sink().clone();
+        let accepted = sink.accepted().clone();
+        loop {
+            tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let told = (accepted.tools_list_changed != Some(true)
+                        || sink.notify_tool_list_changed().await.is_ok())
+                        && (accepted.resources_list_changed != Some(true)
+                            || sink.notify_resource_list_changed().await.is_ok())
+                        && (accepted.prompts_list_changed != Some(true)
+                            || sink.notify_prompt_list_changed().await.is_ok());
+                    if !told {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 
     async fn list_tools(
