@@ -31,7 +31,7 @@ use serde_json::Value;
 
 pub use pending::{Pending, PendingEntry};
 pub use person::{NoAnswer, NoPerson, NotAsked, Person};
-pub use policy::{ROUTER_STEP, STRICT_KEY, UNMATCHED_HEADLINE};
+pub use policy::{ROUTER_STEP, Routed, STRICT_KEY, UNMATCHED_HEADLINE};
 pub use settings::{
     DEFAULT_MAX_IN_FLIGHT_PER_SERVER, DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,
     DEFAULT_MAX_MODEL_REVIEWS_PER_SERVER_PER_MINUTE, Effective, ElicitationSettings,
