@@ -1,8 +1,8 @@
 //! `gatehouse serve` as an MCP client really starts and ends it: stdin and
-//! stdout a socketpair (Claude Code, any libuv or Bun client), a pipe or
-//! a file; ended by a signal, by the client closing stdin, or by the client
-//! dying while a question waits for its person; several instances on one
-//! config side by side.
+//! stdout a socketpair (Claude Code, any libuv or Bun client), a pipe, a
+//! pseudo-terminal or a file; ended by a signal, by the client closing
+//! stdin, or by the client dying while a question waits for its person;
+//! several instances on one config side by side.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -444,4 +444,177 @@ fn a_signal_right_after_initialize_is_never_lost() {
         // The client is still there: only the signal can have ended it.
         assert!(session.stream.is_some());
     }
+}
+
+/// A pseudo-terminal pair (raw mode, so the line discipline passes JSON
+/// lines as they are): the client's end and gatehouse's.
+fn pty_pair() -> (std::fs::File, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut ours, mut theirs) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the integers it is
+    // given and reads nothing else (null name, termios and size); each is
+    // owned once, below.
+    let opened = unsafe {
+        libc::openpty(
+            &mut ours,
+            &mut theirs,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened by openpty and are owned by
+    // nothing else.
+    let (ours, theirs) = unsafe {
+        (
+            std::fs::File::from_raw_fd(ours),
+            std::os::fd::OwnedFd::from_raw_fd(theirs),
+        )
+    };
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a zeroed termios is a valid value to fill; tcgetattr and
+        // tcsetattr only read and write that struct for a descriptor we own.
+        let mut raw: libc::termios = unsafe { std::mem::zeroed() };
+        unsafe {
+            assert_eq!(libc::tcgetattr(theirs.as_raw_fd(), &mut raw), 0);
+            libc::cfmakeraw(&mut raw);
+            assert_eq!(libc::tcsetattr(theirs.as_raw_fd(), libc::TCSANOW, &raw), 0);
+        }
+    }
+    (ours, theirs)
+}
+
+/// On a pseudo-terminal (a client that runs its servers under a pty, or
+/// `gatehouse serve` started by hand) a signal ends serve cleanly too: the
+/// read of stdin blocks as on a socketpair.
+#[test]
+fn a_signal_ends_serve_on_a_pty_cleanly() {
+    for signal in ["-TERM", "-INT"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = config_with(dir.path(), "{}", "");
+        let (ours, theirs) = pty_pair();
+        let out = theirs.try_clone().expect("dup");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gatehouse starts");
+        let mut writer = ours.try_clone().expect("dup");
+        writeln!(
+            writer,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "pty-test", "version": "0"}}})
+        )
+        .expect("write initialize");
+        let mut reader = BufReader::new(ours);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                reader.read_line(&mut line).expect("read") > 0,
+                "the pty closed before initialize was answered"
+            );
+            // The terminal may show the serve banner first: skip what is
+            // not the answer.
+            if serde_json::from_str::<Value>(line.trim()).is_ok_and(|answer| answer["id"] == 0) {
+                break;
+            }
+        }
+        writeln!(
+            writer,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .expect("write initialized");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sockets(dir.path()).is_empty() {
+            assert!(Instant::now() < deadline, "no control socket");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let started = Instant::now();
+        let killed = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{signal}: gatehouse on a pty did not exit within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        eprintln!("pty {signal}: exited in {:?}", started.elapsed());
+        assert!(status.success(), "pty {signal}: {status}");
+        assert!(
+            sockets(dir.path()).is_empty(),
+            "pty {signal}: its control socket is removed"
+        );
+    }
+}
+
+/// Stdin a file (a client that replays a recorded session, or `< file`):
+/// gatehouse answers what it holds and ends cleanly at its end.
+#[test]
+fn a_file_on_stdin_is_answered_and_its_end_ends_serve_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_with(dir.path(), "{}", "");
+    let input = dir.path().join("session.jsonl");
+    std::fs::write(
+        &input,
+        format!(
+            "{}\n{}\n{}\n",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "file-test", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        ),
+    )
+    .expect("write the session");
+    let output = dir.path().join("answers.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::fs::File::open(&input).expect("open the session"))
+        .stdout(std::fs::File::create(&output).expect("create the answers"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gatehouse starts");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "gatehouse did not end at the end of its stdin file"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!("file: exited in {:?}", started.elapsed());
+    assert!(status.success(), "{status}");
+    let answers = std::fs::read_to_string(&output).expect("answers");
+    let ids: Vec<Value> = answers
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|answer| answer["id"].clone())
+        .collect();
+    assert!(ids.contains(&json!(0)), "initialize answered: {answers}");
+    assert!(
+        sockets(dir.path()).is_empty(),
+        "its control socket is removed"
+    );
 }
