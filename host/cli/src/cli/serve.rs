@@ -162,7 +162,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Ok(())
     } else {
         match http {
-            None => serve_stdio(gateway, &instance, stop.clone()).await,
+            None => {
+                serve_stdio(
+                    gateway,
+                    &instance,
+                    &config.control_socket(&instance),
+                    stop.clone(),
+                )
+                .await
+            }
             Some(http) => serve_http(gateway, http, stop.clone()).await,
         }
     };
@@ -318,7 +326,12 @@ async fn reload_chain(reloader: Arc<Reloader>) -> String {
 /// Serves one upstream session on stdin and stdout until the client closes
 /// stdin or a signal comes (during `initialize` too: that is a clean stop,
 /// not a failed start).
-async fn serve_stdio(gateway: Gateway, instance: &str, stop: Stop) -> anyhow::Result<()> {
+async fn serve_stdio(
+    gateway: Gateway,
+    instance: &str,
+    control_socket: &std::path::Path,
+    stop: Stop,
+) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     if std::io::stdin().is_terminal() {
         // Started by hand: say what this is rather than wait in silence.
@@ -334,7 +347,13 @@ async fn serve_stdio(gateway: Gateway, instance: &str, stop: Stop) -> anyhow::Re
     // tools/call, docs/BENCHMARKS.md); anything else (a socketpair, a
     // terminal, a file) through blocking reads. The end of stdin ends the
     // session's questions at once (`gateway::stdio`).
-    let transport = gatehouse_mcp::gateway::stdio::transport(&gateway);
+    // The control socket goes at the end of stdin, before anything else: a
+    // client may kill its servers soon after closing their stdin, and on a
+    // busy machine the rest of the shutdown may not come first.
+    let socket = control_socket.to_path_buf();
+    let transport = gatehouse_mcp::gateway::stdio::transport_then(&gateway, move || {
+        let _ = std::fs::remove_file(socket);
+    });
     let service = tokio::select! {
         started = gateway.serve(transport) => started.context("MCP initialization on stdio failed")?,
         () = stop.clone().requested_now() => return Ok(()),

@@ -38,9 +38,27 @@ pub fn transport(
     EndOfInput<rmcp::transport::io::StdioReader>,
     rmcp::transport::io::StdioWriter,
 ) {
+    transport_then(gateway, || {})
+}
+
+/// [`transport`], with `first` run at the end of stdin before the session
+/// is disconnected: what must not wait for the rest of the shutdown (the
+/// `gatehouse` binary removes its control socket there, since a client may
+/// kill its servers soon after closing their stdin).
+pub fn transport_then(
+    gateway: &Gateway,
+    first: impl FnOnce() + Send + 'static,
+) -> (
+    EndOfInput<rmcp::transport::io::StdioReader>,
+    rmcp::transport::io::StdioWriter,
+) {
     let (reader, writer) = rmcp::transport::stdio_pipes();
     let disconnect = gateway.disconnector();
-    (EndOfInput::new(reader, disconnect), writer)
+    let on_end = move || {
+        first();
+        disconnect();
+    };
+    (EndOfInput::new(reader, on_end), writer)
 }
 
 /// A reader that runs its callback once, at the first end of input: a read
