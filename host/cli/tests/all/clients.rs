@@ -1179,62 +1179,66 @@ fn assert_person_answered(label: &str, setup: &Setup, name: &str) {
 
 // --- approvals ---------------------------------------------------------------------------------
 
+/// `client` (`codex exec` or `claude -p`) runs [`approvals_script`] through
+/// gatehouse, which it starts itself or, `over_http`, reaches on loopback
+/// with the token: the guardian and gatehouse decide as they should, each
+/// answer reaching the server and the model.
+fn approvals(client: &str, over_http: bool) {
+    let Some(clients) = clients() else { return };
+    let label = if over_http {
+        format!("{client} over HTTP")
+    } else {
+        client.to_owned()
+    };
+    let setup = if over_http {
+        Setup::new(false).over_http()
+    } else {
+        Setup::new(false)
+    };
+    let model = ModelServer::start(&setup, &approvals_script());
+    let ran = run_unattended(&label, &clients, &setup, &model, APPROVALS_PROMPT);
+    assert_approvals(&label, &setup, &model);
+    assert!(
+        ran.stdout.contains("scratch is renamed"),
+        "{label}: {}",
+        ran.stdout
+    );
+    if !over_http {
+        setup.assert_gatehouse_gone(&label, "after the client ended");
+    }
+}
+
 #[test]
 fn codex_exec_offers_gatehouse_tools_and_the_guardian_decides_its_approvals() {
-    let Some(clients) = clients() else { return };
-    let setup = Setup::new(false);
-    let model = ModelServer::start(&setup, &approvals_script());
-    let ran = run_unattended("codex exec", &clients, &setup, &model, APPROVALS_PROMPT);
-    assert_approvals("codex exec", &setup, &model);
-    assert!(ran.stdout.contains("scratch is renamed"), "{}", ran.stdout);
-    setup.assert_gatehouse_gone("codex exec", "after codex exec ended");
+    approvals("codex exec", false);
 }
 
 #[test]
 fn claude_print_offers_gatehouse_tools_and_the_guardian_decides_its_approvals() {
-    let Some(clients) = clients() else { return };
-    let setup = Setup::new(false);
-    let model = ModelServer::start(&setup, &approvals_script());
-    let ran = run_unattended("claude -p", &clients, &setup, &model, APPROVALS_PROMPT);
-    assert_approvals("claude -p", &setup, &model);
-    assert!(ran.stdout.contains("scratch is renamed"), "{}", ran.stdout);
-    setup.assert_gatehouse_gone("claude -p", "after claude -p ended");
+    approvals("claude -p", false);
 }
 
 /// A backend that takes seconds to start must not keep gatehouse's other
-/// tools from the first turn.
-#[test]
-fn codex_exec_offers_gatehouse_tools_on_the_first_turn_with_a_slow_backend() {
+/// tools from the first turn of `client` (`codex` or `claude`, unattended).
+fn first_turn_with_a_slow_backend(client: &str) {
     let Some(clients) = clients() else { return };
+    let label = format!("{client} (slow backend)");
     let setup = Setup::new(true);
     let model = ModelServer::start(&setup, &echo_script());
-    run_unattended(
-        "codex exec (slow backend)",
-        &clients,
-        &setup,
-        &model,
-        "Echo hi.",
-    );
-    model.assert_clean("codex exec (slow backend)");
-    assert_first_turn_lists_gatehouse_tools("codex exec (slow backend)", &model);
-    setup.assert_gatehouse_gone("codex exec (slow backend)", "after codex exec ended");
+    run_unattended(&label, &clients, &setup, &model, "Echo hi.");
+    model.assert_clean(&label);
+    assert_first_turn_lists_gatehouse_tools(&label, &model);
+    setup.assert_gatehouse_gone(&label, "after the client ended");
+}
+
+#[test]
+fn codex_exec_offers_gatehouse_tools_on_the_first_turn_with_a_slow_backend() {
+    first_turn_with_a_slow_backend("codex exec");
 }
 
 #[test]
 fn claude_print_offers_gatehouse_tools_on_the_first_turn_with_a_slow_backend() {
-    let Some(clients) = clients() else { return };
-    let setup = Setup::new(true);
-    let model = ModelServer::start(&setup, &echo_script());
-    run_unattended(
-        "claude -p (slow backend)",
-        &clients,
-        &setup,
-        &model,
-        "Echo hi.",
-    );
-    model.assert_clean("claude -p (slow backend)");
-    assert_first_turn_lists_gatehouse_tools("claude -p (slow backend)", &model);
-    setup.assert_gatehouse_gone("claude -p (slow backend)", "after claude -p ended");
+    first_turn_with_a_slow_backend("claude -p");
 }
 
 // --- forms for the person ----------------------------------------------------------------------
@@ -1630,18 +1634,8 @@ fn codex_killed_while_a_form_waits_gatehouse_answers_audits_and_exits() {
 /// the approvals as over stdio.
 #[test]
 fn over_http_with_the_token_both_clients_get_the_tools_and_the_guardian_decides() {
-    let Some(clients) = clients() else { return };
-    for label in ["codex exec over HTTP", "claude -p over HTTP"] {
-        let setup = Setup::new(false).over_http();
-        let model = ModelServer::start(&setup, &approvals_script());
-        let ran = run_unattended(label, &clients, &setup, &model, APPROVALS_PROMPT);
-        assert_approvals(label, &setup, &model);
-        assert!(
-            ran.stdout.contains("scratch is renamed"),
-            "{label}: {}",
-            ran.stdout
-        );
-    }
+    approvals("codex exec", true);
+    approvals("claude -p", true);
 }
 
 /// Over streamable HTTP a form no module decides reaches each client's

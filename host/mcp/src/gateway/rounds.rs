@@ -83,34 +83,41 @@ pub(crate) enum Round {
 }
 
 impl Round {
+    /// The round as the answer to a request whose result `pick` takes out
+    /// of the request's [`Output`].
+    fn into_response<T, R>(self, pick: impl FnOnce(Output) -> Option<T>) -> Result<R, ErrorData>
+    where
+        R: From<T> + From<InputRequiredResult>,
+    {
+        match self {
+            Round::Done(Ok(output)) => pick(output).map(R::from).ok_or_else(not_this_kind),
+            Round::Done(Err(error)) => Err(error),
+            Round::Ask(asking) => Ok(R::from(asking)),
+        }
+    }
+
     /// The round as a `tools/call` answer.
     pub fn into_tool(self) -> Result<CallToolResponse, ErrorData> {
-        match self {
-            Round::Done(Ok(Output::Tool(result))) => Ok(result.into()),
-            Round::Done(Ok(_)) => Err(not_this_kind()),
-            Round::Done(Err(error)) => Err(error),
-            Round::Ask(asking) => Ok(asking.into()),
-        }
+        self.into_response(|output| match output {
+            Output::Tool(result) => Some(result),
+            _ => None,
+        })
     }
 
     /// The round as a `resources/read` answer.
     pub fn into_resource(self) -> Result<ReadResourceResponse, ErrorData> {
-        match self {
-            Round::Done(Ok(Output::Resource(result))) => Ok(result.into()),
-            Round::Done(Ok(_)) => Err(not_this_kind()),
-            Round::Done(Err(error)) => Err(error),
-            Round::Ask(asking) => Ok(asking.into()),
-        }
+        self.into_response(|output| match output {
+            Output::Resource(result) => Some(result),
+            _ => None,
+        })
     }
 
     /// The round as a `prompts/get` answer.
     pub fn into_prompt(self) -> Result<GetPromptResponse, ErrorData> {
-        match self {
-            Round::Done(Ok(Output::Prompt(result))) => Ok(result.into()),
-            Round::Done(Ok(_)) => Err(not_this_kind()),
-            Round::Done(Err(error)) => Err(error),
-            Round::Ask(asking) => Ok(asking.into()),
-        }
+        self.into_response(|output| match output {
+            Output::Prompt(result) => Some(result),
+            _ => None,
+        })
     }
 }
 
