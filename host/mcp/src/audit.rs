@@ -848,6 +848,7 @@ fn open_file(path: &Path, sync: AuditSync) -> io::Result<FileSink> {
     let metadata = file.metadata()?;
     let regular = metadata.is_file();
     if regular {
+        end_a_torn_tail(path, &file, metadata.len(), sync)?;
         if sync != AuditSync::Never
             && let Some(dir) = path.parent()
         {
@@ -871,6 +872,51 @@ fn open_file(path: &Path, sync: AuditSync) -> io::Result<FileSink> {
         regular,
         partial: 0,
     })
+}
+
+/// A log that does not end in a newline was cut in the middle of a record
+/// (killed while writing it, or a power loss under `batch` or `never`):
+/// the fragment is ended with a newline before anything is appended, so it
+/// stays one unreadable line of its own (`gatehouse audit` counts it and
+/// shows what its start says) and the next record starts a line, whole.
+fn end_a_torn_tail(path: &Path, file: &File, len: u64, sync: AuditSync) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    if len == 0 {
+        return Ok(());
+    }
+    // The log is open for appending only: read its last byte through the
+    // same open file (/proc), or through its path if that is still the same
+    // file (no /proc).
+    let reading = match File::open(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        Ok(reading) => reading,
+        Err(_) => {
+            use std::os::unix::fs::MetadataExt;
+            let reading = File::open(path)?;
+            let (ours, theirs) = (file.metadata()?, reading.metadata()?);
+            if (ours.dev(), ours.ino()) != (theirs.dev(), theirs.ino()) {
+                return Err(io::Error::other(
+                    "the audit log was replaced while it was being opened",
+                ));
+            }
+            reading
+        }
+    };
+    let mut last = [0u8; 1];
+    reading.read_exact_at(&mut last, len - 1)?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    (&*file).write_all(b"\n")?;
+    if sync != AuditSync::Never {
+        file.sync_data()?;
+    }
+    tracing::warn!(
+        path = %path.display(),
+        "the audit log did not end in a newline (a write was cut short): its torn last line is ended now, \
+         so the next record starts a line of its own"
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -989,6 +1035,43 @@ mod tests {
         file.room = usize::MAX / 2;
         append(&mut file, &mut partial, &line(4)).expect("room again");
         assert_eq!(whole_records(&file.bytes), 3);
+    }
+
+    #[test]
+    fn a_torn_tail_is_ended_before_the_next_record_in_every_mode() {
+        for mode in AuditSync::ALL {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("audit.jsonl");
+            // One whole record, then a record cut in its middle (a kill while
+            // it was written).
+            let mut torn = line(1);
+            torn.extend_from_slice(&line(2)[..40]);
+            std::fs::write(&path, &torn).expect("plant a torn tail");
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .expect("0600, as gatehouse writes it");
+            }
+            let log = AuditLog::open_with(&path, mode).expect("opens");
+            log.write(&record(3)).expect("written");
+            drop(log);
+            let text = std::fs::read_to_string(&path).expect("read back");
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 3, "{mode:?}: {text}");
+            assert!(
+                serde_json::from_str::<Value>(lines[1]).is_err(),
+                "{mode:?}: the fragment"
+            );
+            let next: Value = serde_json::from_str(lines[2]).expect("the next record is whole");
+            assert_eq!(next["request_id"], 3, "{mode:?}");
+            // Opening a log that ends well adds nothing.
+            let len = text.len();
+            drop(AuditLog::open_with(&path, mode).expect("opens again"));
+            assert_eq!(
+                std::fs::metadata(&path).expect("metadata").len() as usize,
+                len
+            );
+        }
     }
 
     #[test]
