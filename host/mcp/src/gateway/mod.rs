@@ -194,6 +194,14 @@ impl Gateway {
         self.runtime.snapshot()
     }
 
+    /// The catalog's changes from now on (what was published before is
+    /// not a change), for [`tell_changes`].
+    fn catalog_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        let mut changes = self.runtime.catalog_changes();
+        changes.borrow_and_update();
+        changes
+    }
+
     /// Whether `context`'s request is of protocol 2026-07-28 or later (it
     /// says so in its `_meta`): then the session takes no request from
     /// gatehouse, and its questions ride in results ([`rounds`]).
@@ -274,6 +282,21 @@ impl Gateway {
     }
 }
 
+/// Runs `tell` at each of the catalog's `changes` (telling a client that
+/// the lists changed), until it fails (the client is gone) or the runtime
+/// is.
+async fn tell_changes<F, Told>(mut changes: tokio::sync::watch::Receiver<u64>, mut tell: F)
+where
+    F: FnMut() -> Told,
+    Told: std::future::Future<Output = bool>,
+{
+    while changes.changed().await.is_ok() {
+        if !tell().await {
+            break;
+        }
+    }
+}
+
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -300,19 +323,16 @@ impl ServerHandler for Gateway {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.upstream.connect(self.session, context.peer.clone());
-        let mut changes = self.runtime.catalog_changes();
-        changes.borrow_and_update();
+        let changes = self.catalog_changes();
         let peer = context.peer;
-        tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                let told = peer.notify_tool_list_changed().await.is_ok()
+        tokio::spawn(tell_changes(changes, move || {
+            let peer = peer.clone();
+            async move {
+                peer.notify_tool_list_changed().await.is_ok()
                     && peer.notify_resource_list_changed().await.is_ok()
-                    && peer.notify_prompt_list_changed().await.is_ok();
-                if !told {
-                    break;
-                }
+                    && peer.notify_prompt_list_changed().await.is_ok()
             }
-        });
+        }));
     }
 
     /// A 2026-07-28 client hears of catalog changes on a
@@ -335,29 +355,25 @@ impl ServerHandler for Gateway {
     /// [`ServerHandler::on_initialized`] tells an initialized session, until
     /// the client cancels it or gatehouse stops.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.runtime.catalog_changes();
-        changes.borrow_and_update();
+        let changes = self.catalog_changes();
         let sink = subscription.sink().clone();
-        let accepted = sink.accepted().clone();
-        loop {
-            tokio::select! {
-                () = subscription.cancelled() => return Ok(()),
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        return Ok(());
-                    }
-                    let told = (accepted.tools_list_changed != Some(true)
-                        || sink.notify_tool_list_changed().await.is_ok())
-                        && (accepted.resources_list_changed != Some(true)
-                            || sink.notify_resource_list_changed().await.is_ok())
-                        && (accepted.prompts_list_changed != Some(true)
-                            || sink.notify_prompt_list_changed().await.is_ok());
-                    if !told {
-                        return Ok(());
-                    }
-                }
+        let told = tell_changes(changes, move || {
+            let sink = sink.clone();
+            async move {
+                let accepted = sink.accepted();
+                (accepted.tools_list_changed != Some(true)
+                    || sink.notify_tool_list_changed().await.is_ok())
+                    && (accepted.resources_list_changed != Some(true)
+                        || sink.notify_resource_list_changed().await.is_ok())
+                    && (accepted.prompts_list_changed != Some(true)
+                        || sink.notify_prompt_list_changed().await.is_ok())
             }
+        });
+        tokio::select! {
+            () = subscription.cancelled() => {}
+            () = told => {}
         }
+        Ok(())
     }
 
     async fn list_tools(
