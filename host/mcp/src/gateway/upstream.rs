@@ -207,17 +207,35 @@ impl Upstream {
     /// whose transport has closed.
     pub(crate) fn connect(&self, session: SessionId, peer: Peer<RoleServer>) {
         if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.retain(|_, known| !known.closed());
-            sessions.insert(
-                session,
-                Session {
-                    peer,
-                    pending: Arc::new(AtomicUsize::new(0)),
-                    gone: CancellationToken::new(),
-                    inline: None,
-                },
-            );
+            self.register(&mut sessions, session, peer, None);
         }
+    }
+
+    /// Forgets the sessions whose clients are gone (and the 2026-07-28 ones
+    /// with no call in flight any more: over HTTP each is one request), then
+    /// registers `session`.
+    fn register(
+        &self,
+        sessions: &mut HashMap<SessionId, Session>,
+        session: SessionId,
+        peer: Peer<RoleServer>,
+        inline: Option<InlineClient>,
+    ) {
+        let calls = self.calls.get();
+        sessions.retain(|id, known| {
+            let idle =
+                known.inline.is_some() && calls.is_some_and(|calls| calls.in_flight_for(*id) == 0);
+            !known.closed() && !idle
+        });
+        sessions.insert(
+            session,
+            Session {
+                peer,
+                pending: Arc::new(AtomicUsize::new(0)),
+                gone: CancellationToken::new(),
+                inline,
+            },
+        );
     }
 
     /// Registers `peer` as the client of `session`, a session of protocol
@@ -250,21 +268,7 @@ impl Upstream {
                 return;
             }
             log_inline(session, &inline, announce);
-            let calls = self.calls.get();
-            sessions.retain(|id, known| {
-                let idle = known.inline.is_some()
-                    && calls.is_some_and(|calls| calls.in_flight_for(*id) == 0);
-                !known.closed() && !idle
-            });
-            sessions.insert(
-                session,
-                Session {
-                    peer,
-                    pending: Arc::new(AtomicUsize::new(0)),
-                    gone: CancellationToken::new(),
-                    inline: Some(inline),
-                },
-            );
+            self.register(&mut sessions, session, peer, Some(inline));
         }
     }
 
