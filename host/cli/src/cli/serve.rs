@@ -144,17 +144,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             watched.invalidate();
         },
     )?;
+    let control_socket = config.control_socket(&instance);
     let reloads = spawn_reloads(
         reloader.clone(),
         audit.clone(),
         &args.config,
-        &config.control_socket(&instance),
+        &control_socket,
     )?;
     let gateway = Gateway::new(mcp.clone(), upstream, calls)
         .with_max_calls_per_session(config.gateway.max_calls_per_session);
     tracing::info!(
         instance = %instance,
-        control_socket = %config.control_socket(&instance).display(),
+        control_socket = %control_socket.display(),
         "serving"
     );
     let served = if stop.requested() {
@@ -162,24 +163,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Ok(())
     } else {
         match http {
-            None => {
-                serve_stdio(
-                    gateway,
-                    &instance,
-                    &config.control_socket(&instance),
-                    stop.clone(),
-                )
-                .await
-            }
+            None => serve_stdio(gateway, &instance, &control_socket, stop.clone()).await,
             Some(http) => serve_http(gateway, http, stop.clone()).await,
         }
     };
     // The control socket goes first (its own only: other instances keep
-    // theirs): a client that kills gatehouse soon after closing its stdin
-    // (Codex does, on a busy machine before the drain ends) leaves none
-    // behind.
+    // theirs; on stdio it went at the end of stdin already): a client that
+    // kills gatehouse soon after, before the drain ends, leaves none behind.
     reloads.stop();
-    let _ = std::fs::remove_file(config.control_socket(&instance));
+    let _ = std::fs::remove_file(&control_socket);
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
     router.drain(std::time::Duration::from_secs(5)).await;
