@@ -10,6 +10,7 @@ use gatehouse_core::chain::Chain;
 use gatehouse_core::failure::ReviewFailure;
 use gatehouse_core::sandbox::{Limits, LoadError, ModuleLimits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
+use gatehouse_mcp::config_file::ConfigFile;
 use gatehouse_mcp::reload::{ReloadError, Reloader};
 use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse_tests::{approval_request as request, guest, sandbox_with};
@@ -206,7 +207,12 @@ fn a_reload_beyond_the_running_pool_is_refused_with_what_to_do() {
         limits.to_builder().deadline(Duration::from_secs(5)).build(),
     )
     .expect("kit");
-    let reloader = Reloader::new(&config, sandbox, Some(kit), router.clone());
+    let reloader = Reloader::new(
+        std::sync::Arc::new(ConfigFile::open(&config).expect("config")),
+        sandbox,
+        Some(kit),
+        router.clone(),
+    );
     let loaded = reloader
         .reload()
         .expect("its own limit, with room, passes the kit");

@@ -10,6 +10,7 @@ use gatehouse_conformance::Kit;
 use gatehouse_core::chain::Chain;
 use gatehouse_core::sandbox::{Limits, Sandbox};
 use gatehouse_mcp::audit::AuditLog;
+use gatehouse_mcp::config_file::ConfigFile;
 use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
 use gatehouse_mcp::reload::{ReloadError, Reloader};
 use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
@@ -94,7 +95,7 @@ fn fixture() -> Fixture {
 async fn a_hundred_swaps_under_load_lose_no_review() {
     let fixture = fixture();
     let reloader = Arc::new(Reloader::new(
-        &fixture.config,
+        Arc::new(ConfigFile::open(&fixture.config).expect("config")),
         fixture.sandbox.clone(),
         None,
         fixture.router.clone(),
@@ -186,7 +187,7 @@ async fn bad_modules_are_refused_and_the_old_chain_keeps_serving() {
     let fixture = fixture();
     let kit = Kit::new(Limits::default()).expect("kit");
     let reloader = Reloader::new(
-        &fixture.config,
+        Arc::new(ConfigFile::open(&fixture.config).expect("config")),
         fixture.sandbox.clone(),
         Some(kit),
         fixture.router.clone(),
@@ -270,7 +271,7 @@ async fn the_compile_cache_is_used_on_the_second_load() {
 async fn elicitation_settings_reload_with_the_chain() {
     let fixture = fixture();
     let reloader = Reloader::new(
-        &fixture.config,
+        Arc::new(ConfigFile::open(&fixture.config).expect("config")),
         fixture.sandbox.clone(),
         None,
         fixture.router.clone(),

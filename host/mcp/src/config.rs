@@ -58,6 +58,27 @@ pub enum ConfigError {
         /// What is wrong, and where.
         message: String,
     },
+    /// The file is empty: a save still under way or a file cut short, never
+    /// taken in place of a whole one ([`crate::config_file`]).
+    #[error(
+        "{}: the file is empty (a save still under way?); the last whole version keeps serving. To serve no servers, say so: `mcp_servers = {{}}`",
+        path.display()
+    )]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file kept changing; it was not read ([`crate::config_file`]).
+    #[error(
+        "{}: the file kept changing for {waited:?} and was not read; the last whole version keeps serving, and the next change is read once the file is left alone",
+        path.display()
+    )]
+    Unsettled {
+        /// The file.
+        path: PathBuf,
+        /// How long it was waited for.
+        waited: std::time::Duration,
+    },
     /// An `[mcp_servers.*]` table is invalid.
     #[error("{}: {source}", path.display())]
     Server {

@@ -13,6 +13,7 @@
 pub mod audit;
 pub mod calls;
 pub mod config;
+pub mod config_file;
 pub mod connection;
 pub mod control;
 pub mod discovery;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, ConfigError};
+use crate::config_file::{ConfigFile, Reread};
 use crate::router::Router;
 use gatehouse_conformance::{Kit, Suite};
 use gatehouse_core::chain::Chain;
@@ -77,11 +78,14 @@ pub struct Reloaded {
     pub elapsed: Duration,
     /// Whether the `[elicitations]` settings changed.
     pub settings_changed: bool,
+    /// Whether a new version of the config file was taken (then the MCP
+    /// runtime owes a refresh: its servers may have changed).
+    pub config_changed: bool,
 }
 
 /// Builds chains from the config and swaps them into a router.
 pub struct Reloader {
-    config: PathBuf,
+    config: Arc<ConfigFile>,
     sandbox: Sandbox,
     kit: Option<Kit>,
     router: Arc<Router>,
@@ -90,7 +94,7 @@ pub struct Reloader {
 impl std::fmt::Debug for Reloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reloader")
-            .field("config", &self.config)
+            .field("config", &self.config.path())
             .finish_non_exhaustive()
     }
 }
@@ -99,24 +103,36 @@ impl Reloader {
     /// A reloader for the chain of `config`, loading into `sandbox`;
     /// `kit` (if any) runs the `contract` suite on every module first.
     pub fn new(
-        config: impl Into<PathBuf>,
+        config: Arc<ConfigFile>,
         sandbox: Sandbox,
         kit: Option<Kit>,
         router: Arc<Router>,
     ) -> Self {
         Reloader {
-            config: config.into(),
+            config,
             sandbox,
             kit,
             router,
         }
     }
 
-    /// Builds and checks the chain the config describes now; swaps it in on
-    /// success. Blocking: call it off the async runtime.
+    /// Reads the config file now ([`ConfigFile::reread_now`]: an empty or
+    /// invalid file is refused), then builds, checks and swaps in the chain
+    /// it describes, as [`rebuild`](Self::rebuild). Blocking: call it off
+    /// the async runtime.
     pub fn reload(&self) -> Result<Reloaded, ReloadError> {
+        let reread = self.config.reread_now()?;
+        let mut reloaded = self.rebuild()?;
+        reloaded.config_changed = reread == Reread::Changed;
+        Ok(reloaded)
+    }
+
+    /// Builds and checks the chain the config version being served
+    /// describes; swaps it and the `[elicitations]` settings in on success.
+    /// Blocking: call it off the async runtime.
+    pub fn rebuild(&self) -> Result<Reloaded, ReloadError> {
         let started = Instant::now();
-        let config = Config::load(&self.config)?;
+        let config = self.config.current();
         let chain = build_checked_chain(&config, &self.sandbox, self.kit.as_ref())?;
         let modules = chain
             .links()
@@ -128,7 +144,7 @@ impl Reloader {
                 )
             })
             .collect();
-        let settings = config.elicitations;
+        let settings = config.elicitations.clone();
         let current = self.router.settings();
         if settings.audit_log != current.audit_log {
             tracing::warn!(
@@ -147,6 +163,7 @@ impl Reloader {
             modules,
             elapsed: started.elapsed(),
             settings_changed,
+            config_changed: false,
         };
         tracing::info!(modules = ?reloaded.modules, elapsed = ?reloaded.elapsed, settings_changed, "reviewer chain and settings swapped");
         Ok(reloaded)
@@ -154,16 +171,13 @@ impl Reloader {
 
     /// The module files the config names (to watch them).
     pub fn module_paths(&self) -> Vec<PathBuf> {
-        Config::load(&self.config)
-            .map(|config| {
-                config
-                    .review
-                    .modules
-                    .iter()
-                    .map(|module| config.base_dir().join(&module.path))
-                    .collect()
-            })
-            .unwrap_or_default()
+        let config = self.config.current();
+        config
+            .review
+            .modules
+            .iter()
+            .map(|module| config.base_dir().join(&module.path))
+            .collect()
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 
 use crate::config::{Config, ConfigError};
+use crate::config_file::ConfigFile;
 use crate::discovery::{
     CapabilityRoot, DiscoveryCache, DiscoveryLimits, PluginStatus, TrustError, TrustMode,
     TrustPolicy, TrustState, TrustStore, assess, combine_roots,
@@ -25,6 +26,9 @@ use gatehouse_core::escape::Escaped;
 /// `Arc`: the runtime reads it, the host tells it about selected roots.
 pub struct ConfigSource {
     path: PathBuf,
+    /// The settled version to serve, when the source follows one
+    /// ([`ConfigSource::following`]); else the file is read at each refresh.
+    file: Option<Arc<ConfigFile>>,
     selected: Mutex<Vec<CapabilityRoot>>,
     cache: Mutex<DiscoveryCache>,
     limits: DiscoveryLimits,
@@ -68,14 +72,25 @@ impl std::fmt::Debug for ConfigSource {
 }
 
 impl ConfigSource {
-    /// A source reading `path`.
+    /// A source reading `path` at each refresh.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         ConfigSource {
             path: path.into(),
+            file: None,
             selected: Mutex::new(Vec::new()),
             cache: Mutex::new(DiscoveryCache::new()),
             limits: DiscoveryLimits::default(),
             reported: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// A source serving the version of `file` that settled last
+    /// ([`crate::config_file`]): a refresh never reads a file that is being
+    /// written. The gateway's source.
+    pub fn following(file: Arc<ConfigFile>) -> Self {
+        ConfigSource {
+            file: Some(file.clone()),
+            ..ConfigSource::new(file.path())
         }
     }
 
@@ -106,8 +121,13 @@ impl ConfigSource {
         Ok(cache.discover(&roots, &self.limits).recovered)
     }
 
-    fn load(&self) -> Result<Config, RuntimeError> {
-        Config::load(&self.path).map_err(|error| RuntimeError::Desired(error.to_string()))
+    fn load(&self) -> Result<Arc<Config>, RuntimeError> {
+        match &self.file {
+            Some(file) => Ok(file.current()),
+            None => Config::load(&self.path)
+                .map(Arc::new)
+                .map_err(|error| RuntimeError::Desired(error.to_string())),
+        }
     }
 
     fn lock_cache(&self) -> Result<std::sync::MutexGuard<'_, DiscoveryCache>, RuntimeError> {

@@ -9,7 +9,7 @@ use gatehouse_conformance::Kit;
 use gatehouse_core::chain::Chain;
 use gatehouse_core::sandbox::Sandbox;
 use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::config::Config;
+use gatehouse_mcp::config_file::{ConfigFile, Reread};
 use gatehouse_mcp::gateway::http::HttpServer;
 use gatehouse_mcp::gateway::{Gateway, Upstream};
 use gatehouse_mcp::reload::Reloader;
@@ -52,7 +52,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let stop = Stop::listen().context("cannot listen for SIGINT and SIGTERM")?;
-    let config = Config::load(&args.config)?;
+    // The version of the config being served: a reload replaces it only with
+    // a version that settled and parses (`config_file`).
+    let file = Arc::new(ConfigFile::open(&args.config)?);
+    let config = file.current();
     // The HTTP listener's address and token are settled first: a refused
     // address or an unset token variable stops here, before anything starts.
     let http = match &args.listen {
@@ -102,15 +105,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let reloader = Arc::new(Reloader::new(&args.config, sandbox, kit, router.clone()));
+    let reloader = Arc::new(Reloader::new(file.clone(), sandbox, kit, router.clone()));
     {
         let reloader = reloader.clone();
-        tokio::task::spawn_blocking(move || reloader.reload())
+        tokio::task::spawn_blocking(move || reloader.rebuild())
             .await
             .context("the reviewer chain task failed")?
             .context("cannot load the reviewer chain")?;
     }
-    let source = Arc::new(ConfigSource::new(&args.config));
+    let source = Arc::new(ConfigSource::following(file.clone()));
     let mcp = McpRuntime::new(source, Arc::new(router.clone()));
     let catalog = mcp.clone();
     // The requests in flight, by server: an elicitation goes only to the
@@ -135,20 +138,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         });
     }
     let watched = mcp.clone();
-    // The trust file too: `gatehouse plugins trust` and `untrust` take effect.
+    // `gatehouse plugins trust` and `untrust` take effect at the next refresh.
     let trust_file = config.trust_file();
-    let _config_watcher = FileWatcher::new(
-        &[args.config.as_path(), trust_file.as_path()],
-        move |path| {
-            tracing::info!(path = %path.display(), "config changed");
-            watched.invalidate();
-        },
-    )?;
+    let _trust_watcher = FileWatcher::new(&[trust_file.as_path()], move |path| {
+        tracing::info!(path = %path.display(), "trust file changed");
+        watched.invalidate();
+    })?;
     let control_socket = config.control_socket(&instance);
     let reloads = spawn_reloads(
         reloader.clone(),
+        file.clone(),
+        mcp.clone(),
         audit.clone(),
-        &args.config,
         &control_socket,
     )?;
     let gateway = Gateway::new(mcp.clone(), upstream, calls)
@@ -197,32 +198,62 @@ impl Reloads {
     }
 }
 
-/// Reloads the chain on a change to the config or a module file, on SIGHUP,
-/// and on `gatehouse reload` (a line `reload` on the control socket, answered
-/// with `ok ...` or `error: ...`); SIGHUP and `gatehouse reload` reopen the
-/// audit log first (rotation). Reloads are coalesced: one runs, one waits,
-/// whatever the number of requests. Failures keep the old chain and are
-/// logged and reported to whoever asked.
+/// Follows the config and the module files, SIGHUP and `gatehouse reload`
+/// (a line `reload` on the control socket, answered with `ok ...` or
+/// `error: ...`).
+///
+/// A change the watcher sees is read once the file has settled
+/// ([`ConfigFile::settle`]): a new version refreshes the MCP runtime (which
+/// keeps every server whose configuration did not change) and rebuilds the
+/// chain; an empty, torn or invalid one is refused and the last whole
+/// version keeps serving. A changed module file rebuilds the chain. SIGHUP
+/// and `gatehouse reload` read the file at once (the operator says the edit
+/// is done) and reopen the audit log first (rotation). Each kind of reload
+/// is coalesced: one runs, one waits, whatever the number of requests.
+/// Failures keep the old chain and are logged and reported to whoever asked.
 fn spawn_reloads(
     reloader: Arc<Reloader>,
+    file: Arc<ConfigFile>,
+    mcp: McpRuntime,
     audit: Arc<AuditLog>,
-    config: &std::path::Path,
     socket: &std::path::Path,
 ) -> anyhow::Result<Reloads> {
-    let job: gatehouse_mcp::control::Job = {
-        let reloader = reloader.clone();
-        Arc::new(move || Box::pin(reload_chain(reloader.clone())))
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let asked: gatehouse_mcp::control::Job = {
+        let (reloader, mcp) = (reloader.clone(), mcp.clone());
+        Arc::new(move || Box::pin(reload_now(reloader.clone(), mcp.clone())))
     };
-    // Editors write in bursts: each reload starts 100 ms after it is wanted.
     let coalescer =
-        gatehouse_mcp::control::Coalescer::new(std::time::Duration::from_millis(100), job);
+        gatehouse_mcp::control::Coalescer::new(std::time::Duration::from_millis(100), asked);
+    let modules_changed = Arc::new(AtomicBool::new(false));
+    let followed: gatehouse_mcp::control::Job = {
+        let (reloader, file, modules_changed) =
+            (reloader.clone(), file.clone(), modules_changed.clone());
+        Arc::new(move || {
+            let modules_changed = modules_changed.swap(false, Ordering::SeqCst);
+            Box::pin(follow_change(
+                reloader.clone(),
+                file.clone(),
+                mcp.clone(),
+                modules_changed,
+            ))
+        })
+    };
+    let follower =
+        gatehouse_mcp::control::Coalescer::new(std::time::Duration::from_millis(100), followed);
+    let config = std::path::absolute(file.path()).unwrap_or_else(|_| file.path().to_path_buf());
     let mut watched: Vec<PathBuf> = reloader.module_paths();
-    watched.push(config.to_path_buf());
+    watched.push(config.clone());
     let paths: Vec<&std::path::Path> = watched.iter().map(PathBuf::as_path).collect();
-    let on_change = coalescer.clone();
     let watcher = FileWatcher::new(&paths, move |path| {
-        tracing::info!(path = %path.display(), "a module or the config changed; reloading the chain");
-        on_change.trigger();
+        if path == config {
+            tracing::debug!(path = %path.display(), "the config changed; reading it once it settles");
+            file.noticed();
+        } else {
+            tracing::info!(path = %path.display(), "a module changed; rebuilding the chain");
+            modules_changed.store(true, Ordering::SeqCst);
+        }
+        follower.trigger();
     })?;
     #[allow(unused_mut)]
     let mut tasks = Vec::new();
@@ -285,10 +316,55 @@ async fn reopen_audit(audit: &Arc<AuditLog>) -> Result<(), String> {
     }
 }
 
-/// One reload of the chain and settings, as the line `gatehouse reload`
-/// prints.
-async fn reload_chain(reloader: Arc<Reloader>) -> String {
+/// A reload asked for (SIGHUP, `gatehouse reload`): the config read now,
+/// the chain and settings rebuilt; the line `gatehouse reload` prints.
+async fn reload_now(reloader: Arc<Reloader>, mcp: McpRuntime) -> String {
     let outcome = tokio::task::spawn_blocking(move || reloader.reload()).await;
+    if let Ok(Ok(reloaded)) = &outcome
+        && reloaded.config_changed
+    {
+        mcp.invalidate();
+    }
+    reload_line(outcome)
+}
+
+/// A change the watcher saw: the config read once it settled (a new version
+/// refreshes the runtime), the chain rebuilt if anything it is built from
+/// changed.
+async fn follow_change(
+    reloader: Arc<Reloader>,
+    file: Arc<ConfigFile>,
+    mcp: McpRuntime,
+    modules_changed: bool,
+) -> String {
+    let config_changed = match file.settle().await {
+        Ok(reread) => reread == Reread::Changed,
+        Err(error) => {
+            tracing::warn!(
+                "config change refused; the last whole version keeps serving: {}",
+                gatehouse_core::escape::Escaped(&error.to_string())
+            );
+            false
+        }
+    };
+    if config_changed {
+        tracing::info!(path = %file.path().display(), "config changed; servers and chain follow");
+        mcp.invalidate();
+    }
+    if !config_changed && !modules_changed {
+        return "ok unchanged".to_owned();
+    }
+    reload_line(tokio::task::spawn_blocking(move || reloader.rebuild()).await)
+}
+
+/// The line `gatehouse reload` prints for a reload's outcome (failures are
+/// logged too).
+fn reload_line(
+    outcome: Result<
+        Result<gatehouse_mcp::reload::Reloaded, gatehouse_mcp::reload::ReloadError>,
+        tokio::task::JoinError,
+    >,
+) -> String {
     match outcome {
         Ok(Ok(reloaded)) => {
             let modules: Vec<String> = reloaded

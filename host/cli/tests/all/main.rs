@@ -22,6 +22,7 @@ mod clients;
 mod codex_parity;
 mod compile_cache;
 mod discovery;
+mod faults;
 mod gateway;
 mod gateway_http;
 mod http_streams;
