@@ -877,8 +877,10 @@ fn open_file(path: &Path, sync: AuditSync) -> io::Result<FileSink> {
 /// A log that does not end in a newline was cut in the middle of a record
 /// (killed while writing it, or a power loss under `batch` or `never`):
 /// the fragment is ended with a newline before anything is appended, so it
-/// stays one unreadable line of its own (`gatehouse audit` counts it and
-/// shows what its start says) and the next record starts a line, whole.
+/// stays one unreadable line of its own (`gatehouse audit` counts it, says
+/// where it starts and shows what its start says) and the next record starts
+/// a line, whole. What was done is recorded on the next line, an event
+/// ([`TORN_LINE_ENDED`], [`read::AuditEvent`]), in the same write.
 fn end_a_torn_tail(path: &Path, file: &File, len: u64, sync: AuditSync) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
@@ -907,16 +909,52 @@ fn end_a_torn_tail(path: &Path, file: &File, len: u64, sync: AuditSync) -> io::R
     if last[0] == b'\n' {
         return Ok(());
     }
-    (&*file).write_all(b"\n")?;
+    let start = torn_line_start(&reading, len)?;
+    let event = serde_json::json!({
+        "time": now_rfc3339(),
+        "event": TORN_LINE_ENDED,
+        "torn_line_at": start,
+        "torn_bytes": len - start,
+        "reason": "the log did not end in a newline: its last record was cut short (a kill while it was written, or a power loss); the torn line was ended so the next record starts a line of its own",
+    });
+    let mut repair = b"\n".to_vec();
+    repair.extend_from_slice(event.to_string().as_bytes());
+    repair.push(b'\n');
+    (&*file).write_all(&repair)?;
     if sync != AuditSync::Never {
         file.sync_data()?;
     }
     tracing::warn!(
         path = %path.display(),
+        torn_line_at = start,
+        torn_bytes = len - start,
         "the audit log did not end in a newline (a write was cut short): its torn last line is ended now, \
          so the next record starts a line of its own"
     );
     Ok(())
+}
+
+/// The `event` of the line that records a torn last line was ended
+/// ([`end_a_torn_tail`]).
+pub const TORN_LINE_ENDED: &str = "torn_line_ended";
+
+/// Where the last line of a file of `len` bytes starts: after the last
+/// newline before its end (read backwards, 64 KiB at a time), or 0.
+fn torn_line_start(file: &File, len: u64) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: u64 = 64 * 1024;
+    let mut end = len;
+    let mut buffer = vec![0u8; CHUNK as usize];
+    while end > 0 {
+        let from = end.saturating_sub(CHUNK);
+        let chunk = &mut buffer[..(end - from) as usize];
+        file.read_exact_at(chunk, from)?;
+        if let Some(at) = memchr::memrchr(b'\n', chunk) {
+            return Ok(from + at as u64 + 1);
+        }
+        end = from;
+    }
+    Ok(0)
 }
 
 #[cfg(test)]
@@ -1057,12 +1095,17 @@ mod tests {
             drop(log);
             let text = std::fs::read_to_string(&path).expect("read back");
             let lines: Vec<&str> = text.lines().collect();
-            assert_eq!(lines.len(), 3, "{mode:?}: {text}");
+            assert_eq!(lines.len(), 4, "{mode:?}: {text}");
             assert!(
                 serde_json::from_str::<Value>(lines[1]).is_err(),
                 "{mode:?}: the fragment"
             );
-            let next: Value = serde_json::from_str(lines[2]).expect("the next record is whole");
+            // What was done, as an event line: where the torn line starts.
+            let event: Value = serde_json::from_str(lines[2]).expect("the repair event");
+            assert_eq!(event["event"], TORN_LINE_ENDED, "{mode:?}");
+            assert_eq!(event["torn_line_at"], line(1).len(), "{mode:?}");
+            assert_eq!(event["torn_bytes"], 40, "{mode:?}");
+            let next: Value = serde_json::from_str(lines[3]).expect("the next record is whole");
             assert_eq!(next["request_id"], 3, "{mode:?}");
             // Opening a log that ends well adds nothing.
             let len = text.len();

@@ -193,6 +193,7 @@ fn list(
         match line {
             Some(ReadLine::Entry(entry)) if filter.matches(&entry) => printer.entry(&entry)?,
             Some(ReadLine::Entry(_)) => {}
+            Some(ReadLine::Event(event)) => note_event(path, &event),
             Some(ReadLine::Unreadable(line)) => {
                 printer.unreadable(&line, filter)?;
                 unreadable.add(line);
@@ -300,6 +301,7 @@ fn drain(
         match line {
             ReadLine::Entry(entry) if filter.matches(&entry) => printer.entry(&entry)?,
             ReadLine::Entry(_) => {}
+            ReadLine::Event(event) => note_event(tail.path(), &event),
             ReadLine::Unreadable(line) => {
                 printer.unreadable(&line, filter)?;
                 bad(line);
@@ -310,7 +312,18 @@ fn drain(
     Ok(())
 }
 
-/// `N lines could not be read (first at line L: why)` on stderr, if any.
+/// An event about the log itself (a torn line ended when it was opened, say)
+/// on stderr: it is no decision, so it is neither listed nor counted.
+fn note_event(path: &std::path::Path, event: &read::AuditEvent) {
+    eprintln!(
+        "gatehouse: {}: line {}: {}",
+        Escaped(&path.display().to_string()),
+        event.line,
+        Escaped(&event.text)
+    );
+}
+
+/// `N lines could not be read (first at line L, byte B: why)` on stderr, if any.
 fn report(path: &std::path::Path, unreadable: &Unreadable) {
     if unreadable.count > 0 {
         eprintln!(

@@ -133,6 +133,16 @@ fn fixture() -> Vec<String> {
     ]
 }
 
+/// The byte at which line `number` (from 1) of the file at `path` starts.
+fn byte_of(path: &Path, number: usize) -> usize {
+    let bytes = std::fs::read(path).expect("read the log");
+    bytes
+        .split_inclusive(|byte| *byte == b'\n')
+        .take(number - 1)
+        .map(<[u8]>::len)
+        .sum()
+}
+
 fn write_log(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, lines.concat()).expect("write the log");
@@ -236,7 +246,10 @@ fn audit_prints_a_table_of_decisions_and_reports_unreadable_lines() {
 
     let errors = stderr(&output);
     assert!(
-        errors.contains("2 lines could not be read (first at line 3: not JSON"),
+        errors.contains(&format!(
+            "2 lines could not be read (first at line 3, byte {}: not JSON",
+            byte_of(&log, 3)
+        )),
         "{errors}"
     );
     assert!(errors.contains(&log.display().to_string()), "{errors}");
@@ -281,7 +294,7 @@ fn audit_escapes_server_and_guest_text() {
         "{errors:?}"
     );
     assert!(
-        errors.contains("1 line could not be read (first at line 1"),
+        errors.contains("1 line could not be read (first at line 1, byte 0: "),
         "{errors}"
     );
 }
@@ -442,7 +455,9 @@ fn audit_skips_an_over_long_line_and_reads_on() {
     assert_eq!(ids(&output), [1, 2, 4, 5, 7]);
     let errors = stderr(&output);
     assert!(
-        errors.contains("3 lines could not be read (first at line 1: longer than 16777216 bytes)"),
+        errors.contains(
+            "3 lines could not be read (first at line 1, byte 0: longer than 16777216 bytes)"
+        ),
         "{errors}"
     );
 }
@@ -488,8 +503,10 @@ fn audit_counts_and_shows_what_an_unreadable_line_still_says() {
     assert_eq!(stats["decided_by"]["person"], 2, "{stats}");
     let errors = stderr(&output);
     assert!(
-        errors.contains("4 lines could not be read (first at line 3: not JSON")
-            && errors.contains("; 2 recovered from the start of the line"),
+        errors.contains(&format!(
+            "4 lines could not be read (first at line 3, byte {}: not JSON",
+            byte_of(&log, 3)
+        )) && errors.contains("; 2 recovered from the start of the line"),
         "{errors}"
     );
 

@@ -48,7 +48,10 @@ fn config_text(dir: &Path, servers: &[&str]) -> String {
 /// How many times the server `name` was started, and gatehouse's pid.
 fn starts(dir: &Path, name: &str) -> (usize, Option<u32>) {
     let text = std::fs::read_to_string(dir.join("starts").join(name)).unwrap_or_default();
-    let pid = text.lines().next().and_then(|line| line.trim().parse().ok());
+    let pid = text
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok());
     (text.lines().count(), pid)
 }
 
@@ -93,7 +96,11 @@ async fn a_rewrite_storm_drops_no_call_and_ends_on_the_last_whole_version() {
         .call_tool(call("git__delete_branch", json!({"branch": "first"})))
         .await
         .expect("the first call");
-    assert!(text(&first).contains("answered: decline"), "{}", text(&first));
+    assert!(
+        text(&first).contains("answered: decline"),
+        "{}",
+        text(&first)
+    );
     let (_, pid) = starts(dir.path(), "git");
     let pid = pid.expect("gatehouse's pid");
     let rss_before = rss_kib(pid);
@@ -182,7 +189,11 @@ async fn a_rewrite_storm_drops_no_call_and_ends_on_the_last_whole_version() {
         1,
         "the server whose configuration never changed was restarted"
     );
-    assert_eq!(starts(dir.path(), "other").0, 1, "the new server started once");
+    assert_eq!(
+        starts(dir.path(), "other").0,
+        1,
+        "the new server started once"
+    );
 
     let lines = audit(dir.path());
     assert_eq!(
@@ -216,4 +227,85 @@ fn rewrite_storm(config: &PathBuf, before: &str, after: &str) {
         std::thread::sleep(Duration::from_micros(2400));
     }
     std::fs::write(config, after).expect("the last version");
+}
+
+/// A log whose last record was cut short (planted by hand, as a kill in the
+/// middle of a write or a power loss leaves it): `gatehouse serve` ends the
+/// torn line and records that it did, the next decision is a whole record
+/// that every query finds, and `gatehouse audit` reports the torn line with
+/// the byte it starts at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_audit_tail_is_ended_recorded_and_reported_at_its_byte() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("starts")).expect("starts dir");
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(&config, config_text(dir.path(), &["git"])).expect("write config");
+    // One whole record, then 40 bytes of the next.
+    let whole = concat!(
+        r#"{"time":"2026-05-01T10:00:00.000001Z","server":"git","decided_by":"guest","action":"decline","#,
+        r#""mode":"form","request_id":7,"reason":"decided by the chain","latency_us":120,"#,
+        r#""answer":{"action":"decline"},"steps":[]}"#,
+        "\n"
+    );
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, format!("{whole}{}", &whole[..40])).expect("plant a torn tail");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o600)).expect("0600");
+    }
+    let client = stdio_client(
+        &config,
+        Client {
+            elicitation: true,
+            content: Some(json!({})),
+            asked: Arc::new(AtomicUsize::new(0)),
+        },
+    )
+    .await;
+    let result = client
+        .call_tool(call(
+            "git__delete_branch",
+            json!({"branch": "after-the-tear"}),
+        ))
+        .await
+        .expect("the call");
+    assert!(
+        text(&result).contains("answered: decline"),
+        "{}",
+        text(&result)
+    );
+    client.cancel().await.expect("the session ends");
+
+    let output = crate::paths::gatehouse(&[
+        "audit",
+        "--log",
+        &log.display().to_string(),
+        "--format",
+        "json",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let records: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(records.len(), 2, "the old record and the new one: {stdout}");
+    assert_eq!(records[0]["request_id"], 7);
+    assert!(
+        records[1].to_string().contains("after-the-tear")
+            || records[1]["server"] == "git" && records[1]["decided_by"] == "guest",
+        "{}",
+        records[1]
+    );
+    assert!(
+        stderr.contains(&format!(
+            "1 line could not be read (first at line 2, byte {}: ",
+            whole.len()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("line 3: ") && stderr.contains("torn_line_ended"),
+        "the repair is recorded and shown: {stderr}"
+    );
 }

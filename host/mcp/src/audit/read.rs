@@ -119,6 +119,8 @@ pub enum LineError {
 pub struct UnreadableLine {
     /// Its number in the file, from 1.
     pub line: u64,
+    /// The byte of the file it starts at, from 0.
+    pub offset: u64,
     /// Why it is not a record.
     pub error: LineError,
     /// What its start still says, when that is at least when and whose or
@@ -355,11 +357,30 @@ pub struct AuditEntry {
     pub text: String,
 }
 
+/// A line that records something gatehouse did to the log itself rather
+/// than a decision: `{"time": ..., "event": ..., ...}`, such as
+/// [`super::TORN_LINE_ENDED`] (a torn last line was ended when the log was
+/// opened).
+#[derive(Debug, Clone)]
+pub struct AuditEvent {
+    /// Its line number in the file, from 1.
+    pub line: u64,
+    /// When (the line's `time`, parsed).
+    pub time: SystemTime,
+    /// What happened (the line's `event`).
+    pub event: String,
+    /// The line as it is in the file, without its newline (escape it before
+    /// printing it).
+    pub text: String,
+}
+
 /// What one line of the log holds.
 #[derive(Debug, Clone)]
 pub enum ReadLine {
     /// A record.
     Entry(Box<AuditEntry>),
+    /// An event about the log itself.
+    Event(AuditEvent),
     /// Not a record.
     Unreadable(UnreadableLine),
 }
@@ -380,6 +401,8 @@ pub struct AuditReader<R> {
     lines: u64,
     /// Bytes consumed, the incomplete line's included.
     offset: u64,
+    /// Where the line being read starts.
+    line_start: u64,
 }
 
 impl<R: BufRead> AuditReader<R> {
@@ -392,6 +415,7 @@ impl<R: BufRead> AuditReader<R> {
             overlong: None,
             lines: 0,
             offset: 0,
+            line_start: 0,
         }
     }
 
@@ -439,16 +463,18 @@ impl<R: BufRead> AuditReader<R> {
             self.offset += used as u64;
             if complete {
                 self.lines += 1;
+                let at = std::mem::replace(&mut self.line_start, self.offset);
                 let bytes = std::mem::take(&mut self.partial);
                 let line = match self.overlong.take() {
                     Some(_) => ReadLine::Unreadable(UnreadableLine {
                         line: self.lines,
+                        offset: at,
                         error: LineError::TooLong {
                             limit: self.max_line,
                         },
                         recovered: recover(&bytes),
                     }),
-                    None => parse_line(self.lines, bytes),
+                    None => parse_line(self.lines, at, bytes),
                 };
                 return Ok(Some(line));
             }
@@ -477,18 +503,38 @@ impl<R: BufRead> AuditReader<R> {
         let length = self.pending();
         (length > 0).then(|| UnreadableLine {
             line: self.lines + 1,
+            offset: self.line_start,
             error: LineError::Incomplete { length },
             recovered: recover(&self.partial),
         })
     }
 }
 
-/// Parses one complete line (without its newline); what is not a record is
-/// still read for what its start says.
-fn parse_line(line: u64, bytes: Vec<u8>) -> ReadLine {
+/// `text` as an event line (a `time` and an `event`, both strings), if it
+/// is one.
+fn event_line(line: u64, text: &str) -> Option<AuditEvent> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        time: String,
+        event: String,
+    }
+    let head: Head = serde_json::from_str(text).ok()?;
+    let time = humantime::parse_rfc3339(&head.time).ok()?;
+    Some(AuditEvent {
+        line,
+        time,
+        event: head.event,
+        text: text.to_owned(),
+    })
+}
+
+/// Parses one complete line (without its newline) that starts at byte
+/// `offset`; what is not a record is still read for what its start says.
+fn parse_line(line: u64, offset: u64, bytes: Vec<u8>) -> ReadLine {
     let unreadable = |error, bytes: &[u8]| {
         ReadLine::Unreadable(UnreadableLine {
             line,
+            offset,
             error,
             recovered: recover(bytes),
         })
@@ -503,6 +549,9 @@ fn parse_line(line: u64, bytes: Vec<u8>) -> ReadLine {
     let record: AuditRecord = match serde_json::from_str(&text) {
         Ok(record) => record,
         Err(error) if error.classify() == serde_json::error::Category::Data => {
+            if let Some(event) = event_line(line, &text) {
+                return ReadLine::Event(event);
+            }
             return unreadable(LineError::NotARecord(error.to_string()), text.as_bytes());
         }
         Err(error) => return unreadable(LineError::NotJson(error.to_string()), text.as_bytes()),
@@ -745,7 +794,11 @@ impl std::fmt::Display for Unreadable {
         let lines = if self.count == 1 { "line" } else { "lines" };
         write!(f, "{} {lines} could not be read", self.count)?;
         if let Some(first) = &self.first {
-            write!(f, " (first at line {}: {})", first.line, first.error)?;
+            write!(
+                f,
+                " (first at line {}, byte {}: {})",
+                first.line, first.offset, first.error
+            )?;
         }
         if self.recovered > 0 {
             write!(
@@ -1116,6 +1169,7 @@ mod tests {
         while let Some(line) = reader.next_line().expect("reads") {
             match line {
                 ReadLine::Entry(entry) => entries.push(*entry),
+                ReadLine::Event(event) => panic!("line {} is no event", event.line),
                 ReadLine::Unreadable(line) => bad.push(line),
             }
         }
@@ -1264,11 +1318,18 @@ mod tests {
         );
         assert_eq!(errors[6], (9, &LineError::Incomplete { length: 20 }));
         assert_eq!(bad.len(), 7);
+        // Each says the byte it starts at.
+        assert_eq!(bad[0].offset, good.len() as u64);
+        assert_eq!(bad[1].offset, good.len() as u64 + 9);
+        assert_eq!(bad[6].offset, text.len() as u64 - 20);
         let mut tally = Unreadable::default();
         bad.into_iter().for_each(|line| tally.add(line));
         let report = tally.to_string();
         assert!(
-            report.starts_with("7 lines could not be read (first at line 2: not JSON"),
+            report.starts_with(&format!(
+                "7 lines could not be read (first at line 2, byte {}: not JSON",
+                good.len()
+            )),
             "{report}"
         );
     }
@@ -1322,6 +1383,7 @@ mod tests {
         while let Some(line) = reader.next_line().expect("reads") {
             match line {
                 ReadLine::Entry(entry) => panic!("line {} is no record", entry.line),
+                ReadLine::Event(event) => panic!("line {} is no event", event.line),
                 ReadLine::Unreadable(line) => bad.push(line),
             }
         }
@@ -1440,7 +1502,7 @@ mod tests {
         assert_eq!((tally.count, tally.recovered), (6, 5));
         let report = tally.to_string();
         assert!(
-            report.starts_with("6 lines could not be read (first at line 1: longer than"),
+            report.starts_with("6 lines could not be read (first at line 1, byte 0: longer than"),
             "{report}"
         );
         assert!(
@@ -1590,6 +1652,7 @@ mod tests {
             while let Some(line) = tail.next_line().expect("reads") {
                 match line {
                     ReadLine::Entry(entry) => seen.push(entry.record.server),
+                    ReadLine::Event(event) => seen.push(event.event),
                     ReadLine::Unreadable(line) => seen.push(format!("bad {}", line.line)),
                 }
             }
@@ -1629,5 +1692,54 @@ mod tests {
         append(&fresh, &line(&record("six", DecidedBy::Guest, 1)));
         std::fs::rename(&fresh, &path).expect("mv");
         assert_eq!(servers(&mut tail), ["six"]);
+    }
+
+    #[test]
+    fn a_torn_line_is_reported_at_its_byte_and_the_repair_read_as_an_event() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let whole = line(&record("git", DecidedBy::Guest, 1));
+        let mut torn = whole.clone();
+        torn.push_str(&whole[..30]);
+        std::fs::write(&path, &torn).expect("plant a torn tail");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("0600");
+        }
+        let log = crate::audit::AuditLog::open_with(&path, crate::audit::AuditSync::Always)
+            .expect("opens, ending the torn line");
+        log.write(&record("git", DecidedBy::Guest, 2))
+            .expect("written");
+        drop(log);
+        let mut reader = open(&path).expect("opens");
+        let mut seen = Vec::new();
+        let mut unreadable = Unreadable::default();
+        while let Some(line) = reader.next_line().expect("reads") {
+            match line {
+                ReadLine::Entry(entry) => seen.push(format!("record {}", entry.line)),
+                ReadLine::Event(event) => seen.push(format!("{} {}", event.event, event.line)),
+                ReadLine::Unreadable(line) => {
+                    seen.push(format!("torn {} at {}", line.line, line.offset));
+                    unreadable.add(line);
+                }
+            }
+        }
+        assert!(reader.finish().is_none());
+        let at = whole.len();
+        assert_eq!(
+            seen,
+            [
+                "record 1".to_owned(),
+                format!("torn 2 at {at}"),
+                "torn_line_ended 3".to_owned(),
+                "record 4".to_owned()
+            ]
+        );
+        assert!(
+            unreadable.to_string().starts_with(&format!(
+                "1 line could not be read (first at line 2, byte {at}: "
+            )),
+            "{unreadable}"
+        );
     }
 }
