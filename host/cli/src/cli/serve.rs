@@ -107,11 +107,32 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let reloader = Arc::new(Reloader::new(file.clone(), sandbox, kit, router.clone()));
     {
+        // Loading and checking the modules may take long (a slow module's
+        // contract checks): a signal, or a client on stdio that went away
+        // meanwhile, ends gatehouse at once, whatever the modules are doing
+        // (the blocking task is left to the process's exit).
         let reloader = reloader.clone();
-        tokio::task::spawn_blocking(move || reloader.rebuild())
-            .await
-            .context("the reviewer chain task failed")?
-            .context("cannot load the reviewer chain")?;
+        let loading = tokio::task::spawn_blocking(move || reloader.rebuild());
+        let on_stdio = http.is_none();
+        let client_gone = async move {
+            if on_stdio {
+                gatehouse_mcp::gateway::stdio::client_gone().await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            loaded = loading => {
+                loaded
+                    .context("the reviewer chain task failed")?
+                    .context("cannot load the reviewer chain")?;
+            }
+            () = client_gone => {
+                tracing::info!("the client went away during start-up; stopping");
+                return Ok(ExitCode::SUCCESS);
+            }
+            () = stop.clone().requested_now() => return Ok(ExitCode::SUCCESS),
+        }
     }
     let source = Arc::new(ConfigSource::following(file.clone()));
     let mcp = McpRuntime::new(source, Arc::new(router.clone()));

@@ -309,3 +309,74 @@ async fn a_torn_audit_tail_is_ended_recorded_and_reported_at_its_byte() {
         "the repair is recorded and shown: {stderr}"
     );
 }
+
+/// A client that goes away while gatehouse is still starting (its module's
+/// contract checks take minutes: a module that spins to a 20 s deadline)
+/// ends gatehouse at once, on pipes and on a socketpair, rather than when
+/// the checks are done.
+#[test]
+fn a_client_gone_during_start_up_ends_gatehouse_at_once() {
+    use std::os::unix::net::UnixStream;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[review.modules]]\npath = {:?}\nlimits = {{ deadline_ms = 20000 }}\n",
+            crate::paths::guest("test_guest_spin").display().to_string()
+        ),
+    )
+    .expect("write config");
+    for socketpair in [false, true] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        command
+            .args(["serve", "--config"])
+            .arg(&config)
+            .stderr(Stdio::null());
+        let (mut child, ours) = if socketpair {
+            let (ours, theirs) = UnixStream::pair().expect("socketpair");
+            let out = theirs.try_clone().expect("dup");
+            command
+                .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+                .stdout(Stdio::from(std::os::fd::OwnedFd::from(out)));
+            (command.spawn().expect("gatehouse starts"), Some(ours))
+        } else {
+            let child = command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("gatehouse starts");
+            (child, None)
+        };
+        // Well into the contract checks.
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "still starting after 2 s (socketpair: {socketpair})"
+        );
+        // The client dies: its ends of stdin and stdout close.
+        drop(ours);
+        drop(child.stdin.take());
+        drop(child.stdout.take());
+        let closed = std::time::Instant::now();
+        let mut exited = None;
+        while closed.elapsed() < Duration::from_secs(15) {
+            if let Some(status) = child.try_wait().expect("wait") {
+                exited = Some(status);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let status = exited.unwrap_or_else(|| {
+            panic!("gatehouse still starting 15 s after its client went away (socketpair: {socketpair})")
+        });
+        assert!(status.success(), "{status:?}");
+        eprintln!(
+            "socketpair: {socketpair}: exited {:?} after the client went away",
+            closed.elapsed()
+        );
+    }
+}

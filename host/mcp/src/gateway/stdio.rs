@@ -61,6 +61,81 @@ pub fn transport_then(
     (EndOfInput::new(reader, on_end), writer)
 }
 
+/// Resolves when the client that started gatehouse on stdin and stdout is
+/// gone, for what runs before the session reads stdin (start-up: loading
+/// and checking the modules may take long, and a client that died meanwhile
+/// must not leave gatehouse running). Gone means: nobody reads stdout any
+/// more (a pipe whose reader closed, a socket whose peer closed), or stdin
+/// hung up with nothing left to read in it (requests already written are
+/// still answered). Never for a terminal or a file. Looks every 100 ms on a
+/// thread of its own, which ends when this future is dropped.
+///
+/// ```no_run
+/// # async fn start() {}
+/// # async fn run() {
+/// tokio::select! {
+///     () = start() => {}
+///     () = gatehouse_mcp::gateway::stdio::client_gone() => return,
+/// }
+/// # }
+/// ```
+pub async fn client_gone() {
+    #[cfg(unix)]
+    {
+        let (gone, went) = tokio::sync::oneshot::channel::<()>();
+        let watcher = std::thread::Builder::new()
+            .name("gatehouse-client-watch".to_owned())
+            .spawn(move || {
+                while !gone.is_closed() {
+                    match stdio_hung_up() {
+                        Ok(true) => {
+                            let _ = gone.send(());
+                            return;
+                        }
+                        Ok(false) => {}
+                        // poll(2) on our own stdin and stdout cannot fail but
+                        // for a signal; never end for nothing.
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+                    }
+                }
+            });
+        if watcher.is_ok() && went.await.is_ok() {
+            return;
+        }
+    }
+    std::future::pending::<()>().await;
+}
+
+/// One look (waiting up to 100 ms) at whether stdin and stdout say the client
+/// is gone ([`client_gone`]).
+#[cfg(unix)]
+fn stdio_hung_up() -> std::io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use std::os::fd::AsFd;
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    let (stdin, stdout) = (stdin.as_fd(), stdout.as_fd());
+    let mut fds = [
+        PollFd::new(&stdin, PollFlags::IN),
+        PollFd::new(&stdout, PollFlags::empty()),
+    ];
+    let wait = Timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+    let ready = poll(&mut fds, Some(&wait))?;
+    let (input, output) = (fds[0].revents(), fds[1].revents());
+    if output.intersects(PollFlags::ERR | PollFlags::HUP)
+        || (input.contains(PollFlags::HUP) && !input.contains(PollFlags::IN))
+    {
+        return Ok(true);
+    }
+    if ready > 0 {
+        // Readable at once (a request waiting, a file): poll would not wait.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Ok(false)
+}
+
 /// A reader that runs its callback once, at the first end of input: a read
 /// that returns no bytes, or an error.
 pub struct EndOfInput<R> {
