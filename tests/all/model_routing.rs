@@ -38,6 +38,7 @@ fn elicitation(
                       "codex_approval_kind": "mcp_tool_call", "tool_name": tool}
         }),
         cancelled,
+        server_gone: CancellationToken::new(),
         delivery: Delivery::Request,
         call: None,
     }

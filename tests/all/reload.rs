@@ -45,6 +45,7 @@ fn elicitation(id: i64) -> IncomingElicitation {
                       "tool_name": "read_file"}
         }),
         cancelled: CancellationToken::new(),
+        server_gone: CancellationToken::new(),
         delivery: Delivery::Request,
         call: None,
     }

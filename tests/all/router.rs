@@ -462,10 +462,10 @@ async fn a_server_disconnect_cancels_its_pending_elicitations() {
     let lines = audit_lines(&audit);
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["answer"]["action"], "cancel");
-    assert!(
-        lines[0]["reason"]
-            .as_str()
-            .is_some_and(|reason| reason.contains("disconnected"))
+    assert_eq!(
+        lines[0]["reason"],
+        gatehouse_mcp::router::SERVER_GONE_REASON,
+        "the server's going, not the client's"
     );
     let _ = call.await;
 }

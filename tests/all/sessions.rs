@@ -295,6 +295,7 @@ async fn an_elicitation_outside_any_call_gets_on_unhandled() {
                 "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
             }),
             cancelled: tokio_util::sync::CancellationToken::new(),
+            server_gone: tokio_util::sync::CancellationToken::new(),
             delivery: Delivery::Request,
             call: None,
         })

@@ -247,14 +247,18 @@ impl DemoServer {
     /// Stay in flight until released: for tests that need several calls in
     /// flight at once.
     #[tool(
-        description = "Stay in flight: write DIR/held-ID when the call starts, then return once DIR/release exists (at most 60 s).",
+        description = "Stay in flight: write DIR/held-ID when the call starts, then return once DIR/release exists (at most 60 s); if the client cancels the call (notifications/cancelled) first, write DIR/cancelled-ID and stop.",
         annotations(
             read_only_hint = true,
             destructive_hint = false,
             open_world_hint = false
         )
     )]
-    async fn hold(&self, Parameters(HoldArgs { dir, id }): Parameters<HoldArgs>) -> CallToolResult {
+    async fn hold(
+        &self,
+        Parameters(HoldArgs { dir, id }): Parameters<HoldArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         if id.is_empty()
             || !id
                 .chars()
@@ -269,6 +273,10 @@ impl DemoServer {
         let release = dir.join("release");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !release.exists() && std::time::Instant::now() < deadline {
+            if context.ct.is_cancelled() {
+                let _ = std::fs::write(dir.join(format!("cancelled-{id}")), b"");
+                return self.error(format!("hold {id}: cancelled"));
+            }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         self.ok(format!("held {id}"))

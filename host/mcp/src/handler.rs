@@ -34,6 +34,11 @@ pub struct IncomingElicitation {
     pub params: Value,
     /// Cancelled when the server cancels the request or disconnects.
     pub cancelled: CancellationToken,
+    /// Cancelled the moment the server's connection ends (its process
+    /// exited, its stdout closed, its HTTP transport ended): what waits for
+    /// the person is given up at once, rather than when rmcp's own shutdown
+    /// of the connection gets round to `cancelled` (up to 5 s later).
+    pub server_gone: CancellationToken,
     /// How it arrived.
     pub delivery: Delivery,
     /// The upstream call the transport says it was sent under, when it says

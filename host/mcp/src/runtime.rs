@@ -325,6 +325,20 @@ impl McpRuntime {
         qualified: &str,
         arguments: Option<JsonObject>,
     ) -> Result<CallToolResult, RuntimeError> {
+        self.call_tool_in_unless(snapshot, qualified, arguments, std::future::pending())
+            .await
+    }
+
+    /// [`call_tool_in`](Self::call_tool_in), given up when `abandoned`
+    /// resolves first (the caller went away): the server is told
+    /// ([`Connection::call_tool_unless`]).
+    pub async fn call_tool_in_unless(
+        &self,
+        snapshot: &Snapshot,
+        qualified: &str,
+        arguments: Option<JsonObject>,
+        abandoned: impl std::future::Future<Output = &'static str>,
+    ) -> Result<CallToolResult, RuntimeError> {
         let entry = snapshot
             .tool(qualified)
             .ok_or_else(|| RuntimeError::UnknownTool(qualified.to_owned()))?;
@@ -332,7 +346,7 @@ impl McpRuntime {
             .connection(&entry.server)
             .ok_or_else(|| RuntimeError::UnknownTool(qualified.to_owned()))?;
         connection
-            .call_tool(&entry.tool.name, arguments)
+            .call_tool_unless(&entry.tool.name, arguments, abandoned)
             .await
             .map_err(RuntimeError::Call)
     }

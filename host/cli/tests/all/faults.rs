@@ -27,7 +27,7 @@ fn config_text(dir: &Path, servers: &[&str]) -> String {
     let mut text = String::new();
     for name in servers {
         let script = format!(
-            "echo $PPID >> '{}/{name}'; exec '{}' --name {name}",
+            "echo $PPID $$ >> '{}/{name}'; exec '{}' --name {name}",
             starts.display(),
             server.display()
         );
@@ -45,14 +45,16 @@ fn config_text(dir: &Path, servers: &[&str]) -> String {
     text
 }
 
-/// How many times the server `name` was started, and gatehouse's pid.
-fn starts(dir: &Path, name: &str) -> (usize, Option<u32>) {
-    let text = std::fs::read_to_string(dir.join("starts").join(name)).unwrap_or_default();
-    let pid = text
+/// Each start of the server `name`: gatehouse's pid and the server's.
+fn starts(dir: &Path, name: &str) -> Vec<(u32, u32)> {
+    std::fs::read_to_string(dir.join("starts").join(name))
+        .unwrap_or_default()
         .lines()
-        .next()
-        .and_then(|line| line.trim().parse().ok());
-    (text.lines().count(), pid)
+        .filter_map(|line| {
+            let mut pids = line.split_whitespace().map(|pid| pid.parse().ok());
+            Some((pids.next()??, pids.next()??))
+        })
+        .collect()
 }
 
 /// Resident memory of `pid`, in KiB.
@@ -101,8 +103,7 @@ async fn a_rewrite_storm_drops_no_call_and_ends_on_the_last_whole_version() {
         "{}",
         text(&first)
     );
-    let (_, pid) = starts(dir.path(), "git");
-    let pid = pid.expect("gatehouse's pid");
+    let (pid, _) = starts(dir.path(), "git")[0];
     let rss_before = rss_kib(pid);
 
     // Calls flow through the storm and a while after it.
@@ -185,12 +186,12 @@ async fn a_rewrite_storm_drops_no_call_and_ends_on_the_last_whole_version() {
     );
     assert!(listed.iter().any(|name| name == "git__delete_branch"));
     assert_eq!(
-        starts(dir.path(), "git").0,
+        starts(dir.path(), "git").len(),
         1,
         "the server whose configuration never changed was restarted"
     );
     assert_eq!(
-        starts(dir.path(), "other").0,
+        starts(dir.path(), "other").len(),
         1,
         "the new server started once"
     );
@@ -379,4 +380,250 @@ fn a_client_gone_during_start_up_ends_gatehouse_at_once() {
             closed.elapsed()
         );
     }
+}
+
+/// An upstream client whose person never answers, counting the forms it is
+/// asked and the `notifications/cancelled` it gets.
+#[derive(Clone, Default)]
+struct SilentPerson {
+    asked: Arc<AtomicUsize>,
+    cancelled: Arc<AtomicUsize>,
+}
+
+impl rmcp::ClientHandler for SilentPerson {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut capabilities = rmcp::model::ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::default()),
+        );
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("silent-person", "0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::model::ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        std::future::pending().await
+    }
+
+    async fn on_cancelled(
+        &self,
+        _params: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Waits up to 30 s (the question's `person_timeout_sec`) for `done`.
+async fn within_the_person_timeout(mut done: impl FnMut() -> bool) -> Option<Duration> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        if done() {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+/// A stdio backend killed while its question waits for the person: the
+/// question is withdrawn from the person's client (`notifications/cancelled`)
+/// and audited, with the server's going named as the reason, and the call
+/// fails, each long before the person's timeout would have ended them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_killed_while_its_question_waits_withdraws_and_audits_it() {
+    use rmcp::ServiceExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("starts")).expect("starts dir");
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(&config, config_text(dir.path(), &["git"])).expect("write config");
+    let person = SilentPerson::default();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(&config);
+    let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
+    let client = person.clone().serve(transport).await.expect("initialize");
+    let peer = client.peer().clone();
+    let call = tokio::spawn(async move { peer.call_tool(call("git__ask_name", json!({}))).await });
+    within_the_person_timeout(|| person.asked.load(Ordering::SeqCst) == 1)
+        .await
+        .expect("the person is asked");
+    let (_, server) = starts(dir.path(), "git")[0];
+    rustix_kill(server);
+    let killed = std::time::Instant::now();
+
+    let audited = within_the_person_timeout(|| !audit(dir.path()).is_empty())
+        .await
+        .expect("the question is audited");
+    let withdrawn = within_the_person_timeout(|| person.cancelled.load(Ordering::SeqCst) == 1)
+        .await
+        .expect("the question is withdrawn from the person's client");
+    let called = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the call ends")
+        .expect("call task");
+    eprintln!(
+        "backend killed: withdrawn after {withdrawn:?}, audited after {audited:?}, call ended after {:?}",
+        killed.elapsed()
+    );
+    match called {
+        Err(error) => assert!(!error.to_string().is_empty()),
+        Ok(result) => assert_eq!(result.is_error, Some(true), "{}", text(&result)),
+    }
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let reason = lines[0]["reason"].as_str().unwrap_or_default();
+    assert_eq!(
+        reason,
+        gatehouse_mcp::router::SERVER_GONE_REASON,
+        "the reason names the server's going, not the client's"
+    );
+    assert_eq!(lines[0]["answer"]["action"], "cancel", "{}", lines[0]);
+    client.cancel().await.expect("the session ends");
+}
+
+fn rustix_kill(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// A client that vanishes with 50 calls in flight on a server: gatehouse
+/// exits without waiting for the calls, and before the server is stopped it
+/// has been sent `notifications/cancelled` for each of them (what reached
+/// the server's stdin is copied to a file by `tee`, which outlives the
+/// server's shell).
+#[test]
+fn a_client_gone_with_fifty_calls_in_flight_cancels_each_and_exits() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    const CALLS: usize = 50;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let held = dir.path().join("held");
+    std::fs::create_dir(&held).expect("held dir");
+    let received = dir.path().join("received.jsonl");
+    let config = dir.path().join("gatehouse.toml");
+    let script = format!(
+        "tee -a '{}' | '{}' --name git",
+        received.display(),
+        demo_server().display()
+    );
+    let guardian = existing(
+        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
+        "run .ci/build-guests",
+    );
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.git]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {script:?}]\n\n\
+             [[review.modules]]\npath = {guardian:?}\nconfig = {{}}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\n",
+            guardian = guardian.display().to_string(),
+        ),
+    )
+    .expect("write config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gatehouse starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut send = |message: serde_json::Value| {
+        writeln!(stdin, "{message}").expect("write");
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "vanishing", "version": "0"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("initialize answered");
+    assert!(line.contains("\"result\""), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for index in 0..CALLS {
+        send(
+            json!({"jsonrpc": "2.0", "id": index + 1, "method": "tools/call", "params": {
+            "name": "git__hold",
+            "arguments": {"dir": held.display().to_string(), "id": format!("c{index}")}}}),
+        );
+    }
+    let held_count = || std::fs::read_dir(&held).expect("read held").count();
+    let started = std::time::Instant::now();
+    while held_count() < CALLS {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "only {} of {CALLS} calls reached the server",
+            held_count()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The client vanishes: both its pipes close.
+    drop(stdin);
+    drop(stdout);
+    let vanished = std::time::Instant::now();
+    let mut exited = None;
+    while vanished.elapsed() < Duration::from_secs(30) {
+        if let Some(status) = child.try_wait().expect("wait") {
+            exited = Some((status, vanished.elapsed()));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let (status, after) = exited.expect("gatehouse exits within 30 s of its client vanishing");
+    assert!(status.success(), "{status:?}");
+    // What the server was sent: a tools/call per call, and a cancellation
+    // naming each.
+    let mut calls = std::collections::BTreeSet::new();
+    let mut cancelled = std::collections::BTreeSet::new();
+    // tee may still be writing its last lines.
+    let settle = std::time::Instant::now();
+    loop {
+        calls.clear();
+        cancelled.clear();
+        for line in std::fs::read_to_string(&received)
+            .unwrap_or_default()
+            .lines()
+        {
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            match message["method"].as_str() {
+                Some("tools/call") => {
+                    calls.insert(message["id"].to_string());
+                }
+                Some("notifications/cancelled") => {
+                    cancelled.insert(message["params"]["requestId"].to_string());
+                }
+                _ => {}
+            }
+        }
+        if cancelled.len() >= CALLS || settle.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "client vanished with {CALLS} calls in flight: gatehouse exited after {after:?}; {} of {} calls cancelled at the server",
+        cancelled.len(),
+        calls.len()
+    );
+    assert_eq!(calls.len(), CALLS);
+    assert_eq!(
+        cancelled, calls,
+        "every call is cancelled at its server, by its id"
+    );
 }

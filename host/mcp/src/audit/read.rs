@@ -44,7 +44,7 @@
 //! while let Some(line) = reader.next_line()? {
 //!     match line {
 //!         ReadLine::Entry(entry) if filter.matches(&entry) => stats.add(&entry.record),
-//!         ReadLine::Entry(_) => {}
+//!         ReadLine::Entry(_) | ReadLine::Event(_) => {}
 //!         ReadLine::Unreadable(_) => unreadable += 1,
 //!     }
 //! }

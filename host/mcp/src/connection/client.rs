@@ -39,6 +39,8 @@ pub(super) struct ClientSide {
     pub(super) protocol_version: Arc<std::sync::OnceLock<String>>,
     pub(super) tools_stale: Arc<AtomicBool>,
     pub(super) sent_under: super::sent_under::SentUnder,
+    /// Cancelled when the transport ends (`inbound`).
+    pub(super) closed: tokio_util::sync::CancellationToken,
 }
 
 impl ClientSide {
@@ -61,6 +63,7 @@ impl ClientSide {
             protocol_version: self.protocol_version.get().cloned().unwrap_or_default(),
             params,
             cancelled: context.ct.clone(),
+            server_gone: self.closed.clone(),
             delivery: self.delivery(),
             // An input request is fulfilled inside the call that got it, so
             // the gateway's call is current here; a pushed request's handler

@@ -78,6 +78,10 @@ pub(super) struct Context {
     /// The negotiated protocol version, once known (shared with the client
     /// side; set here when the `initialize` result passes).
     pub(super) protocol_version: Arc<OnceLock<String>>,
+    /// Cancelled when the server's side of the transport ends: every
+    /// elicitation of the connection learns of it at once
+    /// ([`crate::handler::IncomingElicitation::server_gone`]).
+    pub(super) closed: tokio_util::sync::CancellationToken,
 }
 
 /// A transport that cuts long ids and refuses unsolicited requests (see the
@@ -423,7 +427,10 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Inbound<T> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let mut message = self.inner.receive().await?;
+            let Some(mut message) = self.inner.receive().await else {
+                self.context.closed.cancel();
+                return None;
+            };
             match self.inspect(&mut message) {
                 Inspected::Pass => return Some(message),
                 Inspected::Refused => {}
@@ -528,6 +535,7 @@ mod tests {
                 server: "sly".to_owned(),
                 handler: Arc::new(Audited(audit.clone())),
                 protocol_version,
+                closed: tokio_util::sync::CancellationToken::new(),
             },
         );
         Setup {

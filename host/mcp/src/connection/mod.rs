@@ -24,11 +24,13 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ErrorData, GetPromptRequestParams, GetPromptResult,
-    JsonObject, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientNotification, ClientRequest, ErrorData,
+    GetPromptRequestParams, GetPromptResult, JsonObject, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
+    ServerResult, Tool,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RunningService};
 
 use crate::handler::ConnectionHooks;
 use crate::server_config::{Lifecycle, ServerConfig, Transport};
@@ -99,6 +101,17 @@ pub enum ConnectError {
         /// The server's error, as sent.
         error: ErrorData,
     },
+    /// The caller gave the tool call up (its upstream client went away or
+    /// cancelled it); the server was told.
+    #[error("mcp server `{server}`: tool `{tool}` was cancelled: {why}")]
+    Abandoned {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// Why it was given up.
+        why: &'static str,
+    },
     /// A tool call ran past `tool_timeout_sec`.
     #[error(
         "mcp server `{server}`: tool `{tool}` did not answer within {timeout:?} (tool_timeout_sec)"
@@ -123,7 +136,8 @@ impl ConnectError {
             | ConnectError::Handshake { server, .. }
             | ConnectError::Request { server, .. }
             | ConnectError::Refused { server, .. }
-            | ConnectError::ToolTimeout { server, .. } => server,
+            | ConnectError::ToolTimeout { server, .. }
+            | ConnectError::Abandoned { server, .. } => server,
         }
     }
 }
@@ -189,10 +203,12 @@ impl Connection {
         let protocol_version = Arc::new(std::sync::OnceLock::new());
         let tools_stale = Arc::new(AtomicBool::new(false));
         let sent_under = sent_under::SentUnder::default();
+        let closed = tokio_util::sync::CancellationToken::new();
         let inbound = inbound::Context {
             server: server.clone(),
             handler: hooks.elicitation.clone(),
             protocol_version: protocol_version.clone(),
+            closed: closed.clone(),
         };
         let client = ClientSide {
             server: server.clone(),
@@ -201,6 +217,7 @@ impl Connection {
             protocol_version: protocol_version.clone(),
             tools_stale: tools_stale.clone(),
             sent_under: sent_under.clone(),
+            closed,
         };
         let timeout = config.startup_timeout;
         let lifecycle = match &config.lifecycle {
@@ -314,21 +331,95 @@ impl Connection {
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<CallToolResult, ConnectError> {
+        self.call_tool_unless(tool, arguments, std::future::pending())
+            .await
+    }
+
+    /// [`call_tool`](Self::call_tool), given up when `abandoned` resolves
+    /// (with why) first. A call given up (abandoned, or past
+    /// `tool_timeout_sec`) is cancelled at the server: its
+    /// `notifications/cancelled` is written before this returns, so a server
+    /// stopped right after has been told.
+    pub async fn call_tool_unless(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        abandoned: impl Future<Output = &'static str>,
+    ) -> Result<CallToolResult, ConnectError> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
         let _forget = self.mark(&mut params.meta);
         let timeout = self.config.tool_timeout;
-        match tokio::time::timeout(timeout, self.service.call_tool(params)).await {
-            Err(_) => Err(ConnectError::ToolTimeout {
+        if self.protocol_version.as_str() >= crate::server_config::DISCOVER_PROTOCOL_VERSION {
+            // 2026-07-28: rmcp drives the call's rounds (its input requests)
+            // itself, and cancels the round in flight when dropped (queued,
+            // not awaited: rmcp offers no more there).
+            return tokio::select! {
+                biased;
+                called = tokio::time::timeout(timeout, self.service.call_tool(params)) => match called {
+                    Err(_) => Err(ConnectError::ToolTimeout {
+                        server: self.config.name.clone(),
+                        tool: tool.to_owned(),
+                        timeout,
+                    }),
+                    Ok(Err(error)) => Err(self.request_error("tools/call", error.to_string())),
+                    Ok(Ok(result)) => Ok(result),
+                },
+                why = abandoned => Err(ConnectError::Abandoned {
+                    server: self.config.name.clone(),
+                    tool: tool.to_owned(),
+                    why,
+                }),
+            };
+        }
+        let handle = self
+            .service
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .map_err(|error| self.request_error("tools/call", error.to_string()))?;
+        let id = handle.id.clone();
+        let why = tokio::select! {
+            biased;
+            answered = tokio::time::timeout(timeout, handle.await_response()) => match answered {
+                Ok(Ok(ServerResult::CallToolResult(result))) => return Ok(result),
+                Ok(Ok(ServerResult::EmptyResult(_))) => return Ok(CallToolResult::default()),
+                Ok(Ok(_)) => {
+                    return Err(self.request_error("tools/call", "the server answered with something other than a tool result".to_owned()));
+                }
+                Ok(Err(error)) => return Err(self.request_error("tools/call", error.to_string())),
+                Err(_) => None,
+            },
+            why = abandoned => Some(why),
+        };
+        let reason = why.unwrap_or("the call ran past tool_timeout_sec");
+        let cancelled = CancelledNotification::new(CancelledNotificationParam::new(
+            Some(id),
+            Some(format!("gatehouse: {reason}")),
+        ));
+        if let Err(error) = self
+            .service
+            .send_notification(ClientNotification::CancelledNotification(cancelled))
+            .await
+        {
+            tracing::debug!(server = %self.config.name, "cannot tell the server a call was cancelled: {error}");
+        }
+        Err(match why {
+            Some(why) => ConnectError::Abandoned {
+                server: self.config.name.clone(),
+                tool: tool.to_owned(),
+                why,
+            },
+            None => ConnectError::ToolTimeout {
                 server: self.config.name.clone(),
                 tool: tool.to_owned(),
                 timeout,
-            }),
-            Ok(Err(error)) => Err(self.request_error("tools/call", error.to_string())),
-            Ok(Ok(result)) => Ok(result),
-        }
+            },
+        })
     }
 
     /// What the server declared it can do.

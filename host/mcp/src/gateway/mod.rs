@@ -63,6 +63,10 @@ pub struct Gateway {
     /// Whether this is a session over streamable HTTP, where a 2026-07-28
     /// request comes as a session of its own ([`Gateway::owner`]).
     over_http: bool,
+    /// Cancelled when this session's client goes away
+    /// ([`Gateway::disconnector`]): its calls stop, and their servers are
+    /// told (`notifications/cancelled`).
+    gone: tokio_util::sync::CancellationToken,
 }
 
 impl Gateway {
@@ -81,6 +85,7 @@ impl Gateway {
             session: SessionId::next(),
             max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
             over_http: false,
+            gone: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -96,6 +101,7 @@ impl Gateway {
     pub fn for_new_session(&self) -> Gateway {
         Gateway {
             session: SessionId::next(),
+            gone: tokio_util::sync::CancellationToken::new(),
             ..self.clone()
         }
     }
@@ -118,13 +124,40 @@ impl Gateway {
 
     /// What to call when this session's client goes away (its input
     /// ended): [`Upstream::disconnect`] for this session, so that what waits
-    /// for its person is answered at once.
+    /// for its person is answered at once, and every call the session has in
+    /// flight stops, its server told with `notifications/cancelled`.
     pub fn disconnector(&self) -> impl FnOnce() + Send + 'static {
         let upstream = self.upstream.clone();
         let session = self.session;
+        let gone = self.gone.clone();
         move || {
             tracing::info!(session = session.get(), "the upstream client went away");
+            gone.cancel();
             upstream.disconnect(session);
+        }
+    }
+
+    /// Resolves, with why, when a request of this session need not be
+    /// worked on any more: its client went away or (`cancelled`, the
+    /// request's own token, for a request that ends with its answer)
+    /// cancelled it. Dropping the downstream request then sends its server
+    /// `notifications/cancelled` (rmcp's client does on drop).
+    fn abandoned(
+        &self,
+        cancelled: Option<tokio_util::sync::CancellationToken>,
+    ) -> impl std::future::Future<Output = &'static str> + Send + 'static {
+        let gone = self.gone.clone();
+        async move {
+            let cancelled = async {
+                match cancelled {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = gone.cancelled() => "the upstream client went away; the call was cancelled at its server",
+                () = cancelled => "the upstream client cancelled the request",
+            }
         }
     }
 
@@ -430,11 +463,20 @@ impl ServerHandler for Gateway {
         )?;
         let runtime = self.runtime.clone();
         let name = request.name.clone();
+        // A call carried across rounds (2026-07-28, inline) outlives its
+        // first request: only its client's going ends it.
+        let abandoned = self.abandoned((!inline).then(|| context.ct.clone()));
         let called = async move {
             match runtime
-                .call_tool_in(&snapshot, &name, request.arguments)
+                .call_tool_in_unless(&snapshot, &name, request.arguments, abandoned)
                 .await
             {
+                Err(RuntimeError::Call(crate::connection::ConnectError::Abandoned {
+                    why, ..
+                })) => {
+                    tracing::debug!(tool = %gatehouse_core::escape::Escaped(&name), "{why}");
+                    Err(ErrorData::new(rmcp::model::ErrorCode(-32800), why, None))
+                }
                 Ok(result) => Ok(result),
                 Err(RuntimeError::UnknownTool(name)) => Err(ErrorData::invalid_params(
                     format!("no tool named `{name}`"),

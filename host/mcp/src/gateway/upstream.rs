@@ -20,10 +20,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use futures::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientCapabilities, ClientResult, CustomNotification, ElicitRequest, ElicitRequestParams,
-    ElicitResult, RequestId, ServerNotification, ServerRequest,
+    CancelledNotification, CancelledNotificationParam, ClientCapabilities, ClientResult,
+    CustomNotification, ElicitRequest, ElicitRequestParams, ElicitResult, RequestId,
+    ServerNotification, ServerRequest,
 };
-use rmcp::service::{ElicitationMode, OriginatingRequestId, Peer, ServiceError};
+use rmcp::service::{
+    ElicitationMode, OriginatingRequestId, Peer, PeerRequestOptions, ServiceError,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -592,7 +595,9 @@ impl<T> Drop for AbortOnDrop<T> {
 /// upstream request it belongs to: over streamable HTTP it goes out on that
 /// request's stream. It is sent from a task of its own, where rmcp has no
 /// request of its own to tag it with (its tag would replace `carrier`); on
-/// stdio the tag is not used.
+/// stdio the tag is not used. A question given up before its answer (the
+/// person's timeout, its server gone or cancelling, shutdown) is withdrawn:
+/// the client gets `notifications/cancelled` for it ([`Withdraw`]).
 async fn elicit(
     peer: Peer<RoleServer>,
     params: ElicitRequestParams,
@@ -603,8 +608,20 @@ async fn elicit(
         request.extensions.insert(OriginatingRequestId(id));
     }
     let mut sending = AbortOnDrop(tokio::spawn(async move {
-        peer.send_request(ServerRequest::ElicitRequest(request))
-            .await
+        let handle = peer
+            .send_cancellable_request(
+                ServerRequest::ElicitRequest(request),
+                PeerRequestOptions::no_options(),
+            )
+            .await?;
+        let mut withdraw = Withdraw {
+            peer,
+            id: Some(handle.id.clone()),
+        };
+        let answered = handle.await_response().await;
+        // Answered, or the client failed: nothing to withdraw.
+        withdraw.id = None;
+        answered
     }));
     match (&mut sending.0).await {
         Ok(Ok(ClientResult::ElicitResult(result))) => Ok(result),
@@ -614,6 +631,40 @@ async fn elicit(
         Err(error) => Err(ServiceError::Cancelled {
             reason: Some(error.to_string()),
         }),
+    }
+}
+
+/// The reason a withdrawn question's `notifications/cancelled` gives.
+pub const WITHDRAWN_REASON: &str = "gatehouse no longer needs the answer: the question ended \
+     without it (its server went away or cancelled it, the person's time ran out, or gatehouse stopped)";
+
+/// Sends `notifications/cancelled` for the question `id` to `peer` when
+/// dropped with an id still set: whoever waited for the answer stopped, so
+/// the client can take the question off the screen.
+struct Withdraw {
+    peer: Peer<RoleServer>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let (Some(id), Ok(runtime)) = (self.id.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let peer = self.peer.clone();
+        runtime.spawn(async move {
+            let cancelled = CancelledNotification::new(CancelledNotificationParam::new(
+                Some(id),
+                Some(WITHDRAWN_REASON.to_owned()),
+            ));
+            if let Err(error) = peer
+                .send_notification(ServerNotification::CancelledNotification(cancelled))
+                .await
+            {
+                tracing::debug!("cannot withdraw a question from the client: {error}");
+            }
+        });
     }
 }
 

@@ -30,7 +30,7 @@ use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::Value;
 
 pub use pending::{Pending, PendingEntry};
-pub use person::{NoAnswer, NoPerson, NotAsked, Person};
+pub use person::{NoAnswer, NoPerson, NotAsked, Person, SERVER_GONE_REASON};
 pub use policy::{ROUTER_STEP, Routed, STRICT_KEY, UNMATCHED_HEADLINE};
 pub use settings::{
     DEFAULT_MAX_IN_FLIGHT_PER_SERVER, DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,

@@ -23,6 +23,12 @@ use gatehouse_core::elicitation::{Elicitation, ElicitationParams};
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::schema;
 
+/// The audit reason of a question given up because its server's connection
+/// ended while the person was asked (the question is withdrawn from the
+/// person's client too).
+pub const SERVER_GONE_REASON: &str =
+    "the server went away (its connection ended) while the person was asked";
+
 /// Why the person was not asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotAsked {
@@ -194,6 +200,7 @@ pub(super) async fn ask(
         biased;
         answered = asking => answered,
         () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
+        () = elicitation.server_gone.cancelled() => return cancel(SERVER_GONE_REASON, steps),
         () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
         () = entry.replaced.cancelled() => {
             // Nobody answered: the registry was cancelled under it.
@@ -283,6 +290,7 @@ mod tests {
             protocol_version: String::new(),
             params: json!({}),
             cancelled: CancellationToken::new(),
+            server_gone: CancellationToken::new(),
             delivery: Delivery::Request,
             call: None,
         }
