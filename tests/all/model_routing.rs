@@ -39,6 +39,7 @@ fn elicitation(
         }),
         cancelled,
         server_gone: CancellationToken::new(),
+        arrival: Default::default(),
         delivery: Delivery::Request,
         call: None,
     }

@@ -46,6 +46,7 @@ fn elicitation(id: i64) -> IncomingElicitation {
         }),
         cancelled: CancellationToken::new(),
         server_gone: CancellationToken::new(),
+        arrival: Default::default(),
         delivery: Delivery::Request,
         call: None,
     }

@@ -657,3 +657,65 @@ async fn an_accept_that_cannot_be_audited_is_never_sent() {
         assert!(by_person.contains("decline"), "{mode}: {by_person}");
     }
 }
+
+/// A plain form from `server` under `id`, pushed, placed on the wire as
+/// `arrival` says.
+fn pushed_form(id: &str, arrival: gatehouse_mcp::handler::WireArrival) -> IncomingElicitation {
+    IncomingElicitation {
+        server: "git".to_owned(),
+        request_id: rmcp::model::RequestId::String(id.into()),
+        protocol_version: "2025-11-25".to_owned(),
+        params: json!({"message": "Your name?",
+                       "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}),
+        cancelled: tokio_util::sync::CancellationToken::new(),
+        server_gone: tokio_util::sync::CancellationToken::new(),
+        arrival,
+        delivery: gatehouse_mcp::handler::Delivery::Request,
+        call: None,
+    }
+}
+
+/// Two forms under one id, the second sent before the first was answered,
+/// reaching the router in the other order (rmcp's tasks may start in any):
+/// the second is a duplicate as the wire says and answered `cancel` at
+/// once, and the first, superseded, never waits for the person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_id_is_settled_as_the_wire_ordered_it_whatever_order_routing_sees() {
+    let setup = setup("{}", ElicitationSettings::default(), Arc::new(Silent));
+    let first = gatehouse_mcp::handler::WireArrival::default();
+    let second = gatehouse_mcp::handler::WireArrival {
+        reused: true,
+        ..Default::default()
+    };
+    // What the transport does when the second comes.
+    first.superseded.cancel();
+    let later = setup
+        .router
+        .route(pushed_form("dup", second))
+        .await
+        .expect("answered");
+    assert_eq!(later.action, rmcp::model::ElicitationAction::Cancel);
+    let earlier = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        setup.router.route(pushed_form("dup", first)),
+    )
+    .await
+    .expect("the superseded one does not wait for the person")
+    .expect("answered");
+    assert_eq!(earlier.action, rmcp::model::ElicitationAction::Cancel);
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.starts_with("duplicate request id")),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        lines[1]["reason"], "cancelled: the server reused this request id while it waited",
+        "{}",
+        lines[1]
+    );
+    assert!(setup.router.pending().is_empty());
+}

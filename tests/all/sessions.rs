@@ -296,6 +296,7 @@ async fn an_elicitation_outside_any_call_gets_on_unhandled() {
             }),
             cancelled: tokio_util::sync::CancellationToken::new(),
             server_gone: tokio_util::sync::CancellationToken::new(),
+            arrival: Default::default(),
             delivery: Delivery::Request,
             call: None,
         })

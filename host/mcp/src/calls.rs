@@ -94,6 +94,19 @@ pub struct UpstreamCall {
     /// The agent turn the request belongs to, when its `_meta` said
     /// ([`turn_id`]).
     pub turn_id: Option<String>,
+    /// Cancelled when the call ends ([`UpstreamCall::ended`]).
+    ended: Ended,
+}
+
+/// Cancelled when its call leaves the registry (the [`CallGuard`] is
+/// dropped). Not part of what a call is: every two compare equal.
+#[derive(Debug, Clone, Default)]
+struct Ended(tokio_util::sync::CancellationToken);
+
+impl PartialEq for Ended {
+    fn eq(&self, _: &Ended) -> bool {
+        true
+    }
 }
 
 /// The `_meta` key of an upstream request that names the agent turn it
@@ -138,7 +151,15 @@ impl UpstreamCall {
             arguments: None,
             request_id: None,
             turn_id: None,
+            ended: Ended::default(),
         }
+    }
+
+    /// Resolves when the call has ended (answered, failed or given up) and
+    /// left the registry: a question of its server still waiting for it
+    /// then waits for nothing.
+    pub fn ended(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.ended.0.cancelled()
     }
 
     /// The same call with its forwarded arguments.
@@ -544,7 +565,12 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         let mut in_flight = self.calls.lock();
         if let Some(calls) = in_flight.get_mut(&self.server) {
-            calls.retain(|(key, _)| *key != self.key);
+            calls.retain(|(key, call)| {
+                if *key == self.key {
+                    call.ended.0.cancel();
+                }
+                *key != self.key
+            });
             if calls.is_empty() {
                 in_flight.remove(&self.server);
             }

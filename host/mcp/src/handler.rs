@@ -39,6 +39,9 @@ pub struct IncomingElicitation {
     /// the person is given up at once, rather than when rmcp's own shutdown
     /// of the connection gets round to `cancelled` (up to 5 s later).
     pub server_gone: CancellationToken,
+    /// Where it stands among the server's requests under the same id, in
+    /// the order they came on the wire (a pushed request only).
+    pub arrival: WireArrival,
     /// How it arrived.
     pub delivery: Delivery,
     /// The upstream call the transport says it was sent under, when it says
@@ -46,6 +49,20 @@ pub struct IncomingElicitation {
     /// the call the gateway forwarded); `None` leaves the router to bind it
     /// by what is in flight.
     pub call: Option<crate::calls::CallKey>,
+}
+
+/// A pushed request's place among the server's requests that share its id,
+/// decided by the connection's transport in the order they came on the
+/// wire (the tasks rmcp hands them to may start in any order): whether an
+/// earlier request under its id was still unanswered when it came, and a
+/// token cancelled when a later one comes while it is.
+#[derive(Debug, Clone, Default)]
+pub struct WireArrival {
+    /// It came while an earlier request with its id was unanswered.
+    pub reused: bool,
+    /// Cancelled when a later request with its id comes before it is
+    /// answered.
+    pub superseded: CancellationToken,
 }
 
 /// How an elicitation reached the host.

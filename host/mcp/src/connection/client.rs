@@ -64,6 +64,11 @@ impl ClientSide {
             params,
             cancelled: context.ct.clone(),
             server_gone: self.closed.clone(),
+            arrival: context
+                .extensions
+                .get::<crate::handler::WireArrival>()
+                .cloned()
+                .unwrap_or_default(),
             delivery: self.delivery(),
             // An input request is fulfilled inside the call that got it, so
             // the gateway's call is current here; a pushed request's handler

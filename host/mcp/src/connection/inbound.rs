@@ -50,7 +50,7 @@ use serde_json::Value;
 
 use crate::audit::bound::{MAX_ID_CHARS, cut};
 use crate::audit::{AuditRecord, AuditSync, DecidedBy, now_rfc3339};
-use crate::handler::ElicitationHandler;
+use crate::handler::{ElicitationHandler, WireArrival};
 use crate::server_config::DISCOVER_PROTOCOL_VERSION;
 use crate::stdio::LogBudget;
 use gatehouse_core::escape::Escaped;
@@ -100,6 +100,10 @@ struct State {
     long_ids: HashMap<RequestId, RequestId>,
     /// Warnings about refused requests.
     budget: LogBudget,
+    /// The server's elicitation requests not answered yet, by id as rmcp
+    /// sees it, with the token that tells the last of them it was
+    /// superseded ([`WireArrival`]).
+    elicitations: HashMap<RequestId, tokio_util::sync::CancellationToken>,
 }
 
 /// What [`Inbound::inspect`] made of a message.
@@ -118,6 +122,7 @@ impl<T> Inbound<T> {
             state: Arc::new(Mutex::new(State {
                 pending: HashSet::new(),
                 long_ids: HashMap::new(),
+                elicitations: HashMap::new(),
                 budget: LogBudget::new(WARN_BURST, WARN_PER_SEC, Instant::now()),
             })),
         }
@@ -225,6 +230,12 @@ impl<T: Transport<RoleClient>> Inbound<T> {
                     self.lock().long_ids.remove(&cut);
                     *id = cut;
                 }
+                if let ServerNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.lock().elicitations.remove(id);
+                }
                 Inspected::Pass
             }
             JsonRpcMessage::Request(request) => {
@@ -233,6 +244,10 @@ impl<T: Transport<RoleClient>> Inbound<T> {
                 if let Some(cut) = cut_id(&request.id) {
                     self.lock().long_ids.insert(cut.clone(), own.clone());
                     request.id = cut;
+                }
+                if matches!(request.request, ServerRequest::ElicitRequest(_)) {
+                    let arrival = self.arrive(&request.id);
+                    request.request.extensions_mut().insert(arrival);
                 }
                 if !restricted(&request.request) || !self.strict() {
                     return Inspected::Pass;
@@ -256,11 +271,33 @@ impl<T: Transport<RoleClient>> Inbound<T> {
         }
     }
 
+    /// An elicitation request came under `id`: its place among the
+    /// server's unanswered requests with that id ([`WireArrival`]). An
+    /// earlier one still unanswered is told it was superseded.
+    fn arrive(&self, id: &RequestId) -> WireArrival {
+        let superseded = tokio_util::sync::CancellationToken::new();
+        let earlier = self
+            .lock()
+            .elicitations
+            .insert(id.clone(), superseded.clone());
+        if let Some(earlier) = &earlier {
+            earlier.cancel();
+        }
+        WireArrival {
+            reused: earlier.is_some(),
+            superseded,
+        }
+    }
+
     /// Answers an unsolicited request (`id` as rmcp would see it, `own` the
     /// server's) with rmcp's error, audits it if it is an elicitation, and
     /// warns within the budget.
     fn refuse(&mut self, id: &RequestId, own: RequestId, request: &ServerRequest, at: Instant) {
-        self.lock().long_ids.remove(id);
+        {
+            let mut state = self.lock();
+            state.long_ids.remove(id);
+            state.elicitations.remove(id);
+        }
         let error = ErrorData::invalid_params(UNSOLICITED_ERROR, None);
         let send = self
             .inner
@@ -389,15 +426,17 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Inbound<T> {
                     sent = Some(request.id.clone());
                 }
                 ClientJsonRpcMessage::Response(response) => {
+                    state.elicitations.remove(&response.id);
                     if let Some(own) = state.long_ids.remove(&response.id) {
                         response.id = own;
                     }
                 }
                 ClientJsonRpcMessage::Error(error) => {
-                    if let Some(id) = &mut error.id
-                        && let Some(own) = state.long_ids.remove(id)
-                    {
-                        *id = own;
+                    if let Some(id) = &mut error.id {
+                        state.elicitations.remove(id);
+                        if let Some(own) = state.long_ids.remove(id) {
+                            *id = own;
+                        }
                     }
                 }
                 ClientJsonRpcMessage::Notification(notification) => {
@@ -731,5 +770,52 @@ mod tests {
         assert!(setup.inbound.strict());
         assert!(setup.inbound.receive().await.is_none(), "refused");
         assert_eq!(setup.audit.lines().len(), 1);
+    }
+
+    /// The arrival a received elicitation carries.
+    fn arrival_of(message: &RxJsonRpcMessage<RoleClient>) -> WireArrival {
+        match message {
+            JsonRpcMessage::Request(request) => request
+                .request
+                .extensions()
+                .get::<WireArrival>()
+                .cloned()
+                .expect("an elicitation carries its arrival"),
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    /// Two requests under one id, the second before the first is answered:
+    /// told in wire order, whichever task rmcp starts first (the order that
+    /// made a form wait for the person after its id's reuse was answered).
+    #[tokio::test]
+    async fn a_reused_id_is_told_in_the_order_the_requests_came() {
+        let mut setup = setup(
+            None,
+            vec![
+                elicitation(json!("dup")),
+                elicitation(json!("dup")),
+                elicitation(json!("dup")),
+            ],
+        );
+        let first = arrival_of(&setup.inbound.receive().await.expect("first"));
+        assert!(!first.reused && !first.superseded.is_cancelled());
+        let second = arrival_of(&setup.inbound.receive().await.expect("second"));
+        assert!(
+            second.reused,
+            "the second came while the first was unanswered"
+        );
+        assert!(
+            first.superseded.is_cancelled(),
+            "the first is told it was superseded"
+        );
+        assert!(!second.superseded.is_cancelled());
+        // Once the id is answered, the next request under it is new.
+        setup
+            .send(json!({"jsonrpc": "2.0", "id": "dup", "result": {"action": "cancel"}}))
+            .await;
+        let third = arrival_of(&setup.inbound.receive().await.expect("third"));
+        assert!(!third.reused, "the id was answered before it came");
+        assert!(!second.superseded.is_cancelled());
     }
 }

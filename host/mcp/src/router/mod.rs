@@ -30,7 +30,7 @@ use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::Value;
 
 pub use pending::{Pending, PendingEntry};
-pub use person::{NoAnswer, NoPerson, NotAsked, Person, SERVER_GONE_REASON};
+pub use person::{CALL_ENDED_REASON, NoAnswer, NoPerson, NotAsked, Person, SERVER_GONE_REASON};
 pub use policy::{ROUTER_STEP, Routed, STRICT_KEY, UNMATCHED_HEADLINE};
 pub use settings::{
     DEFAULT_MAX_IN_FLIGHT_PER_SERVER, DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,
@@ -284,7 +284,10 @@ impl Router {
             )),
             Delivery::InputRequest => None,
         };
-        let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced);
+        // A duplicate as the router sees it, or as the wire ordered it (the
+        // earlier may not have reached the router yet, or left it already).
+        let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced)
+            || (elicitation.delivery == Delivery::Request && elicitation.arrival.reused);
         let (binding, related) = self.bind(&elicitation);
         let parsed = policy::parse(&elicitation.params, elicitation.delivery);
         let mode = match &parsed {

@@ -29,6 +29,16 @@ use gatehouse_core::schema;
 pub const SERVER_GONE_REASON: &str =
     "the server went away (its connection ended) while the person was asked";
 
+/// The audit reason of a question given up because the upstream request it
+/// belongs to ended first (its server answered or failed it, its stream
+/// broke, or it was cancelled); the question is withdrawn from the person's
+/// client too.
+pub const CALL_ENDED_REASON: &str = "the request it belongs to ended before the person answered";
+
+/// The audit reason of a question given up because the server sent another
+/// request under its id while it waited.
+const REUSED_ID_REASON: &str = "cancelled: the server reused this request id while it waited";
+
 /// Why the person was not asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotAsked {
@@ -188,6 +198,15 @@ pub(super) async fn ask(
         &elicitation.server,
         &request.context().request_id.to_string(),
     );
+    // The call the question belongs to, when it is one: once it has ended
+    // (its server answered or failed it, or it was given up) nobody waits
+    // for the answer.
+    let call_ended = async {
+        match binding {
+            Some(Binding::Call(call)) => call.ended().await,
+            _ => std::future::pending().await,
+        }
+    };
     let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
         answer: Ok(ElicitAnswer::cancel()),
         by: DecidedBy::Person,
@@ -201,13 +220,15 @@ pub(super) async fn ask(
         answered = asking => answered,
         () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
         () = elicitation.server_gone.cancelled() => return cancel(SERVER_GONE_REASON, steps),
+        () = call_ended => return cancel(CALL_ENDED_REASON, steps),
         () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
         () = entry.replaced.cancelled() => {
             // Nobody answered: the registry was cancelled under it.
             let because = pending.cancelled_because();
             return unhandled(settings.on_unhandled, format!("{why}; {because}"), steps);
         }
-        () = replaced.cancelled() => return cancel("cancelled: the server reused this request id while it waited", steps),
+        () = replaced.cancelled() => return cancel(REUSED_ID_REASON, steps),
+        () = elicitation.arrival.superseded.cancelled() => return cancel(REUSED_ID_REASON, steps),
     };
     drop(entry);
     match answered {
@@ -291,6 +312,7 @@ mod tests {
             params: json!({}),
             cancelled: CancellationToken::new(),
             server_gone: CancellationToken::new(),
+            arrival: Default::default(),
             delivery: Delivery::Request,
             call: None,
         }
