@@ -658,6 +658,29 @@ async fn an_accept_that_cannot_be_audited_is_never_sent() {
     }
 }
 
+/// A router over the guardian whose person never answers, with no runtime
+/// (the full [`setup`] ties runtime and router in a cycle that keeps the
+/// sandbox, and its thousands of mappings, alive for the test process).
+struct RouterOnly {
+    router: Arc<Router>,
+    audit: Arc<AuditLog>,
+}
+
+fn router_only() -> RouterOnly {
+    let sandbox = sandbox();
+    let guardian = load(&sandbox, "gatehouse_guardian");
+    let chain = Chain::new(vec![ChainLink::new(guardian).with_config("{}")]);
+    let audit = Arc::new(AuditLog::in_memory());
+    let router = Arc::new(Router::new(
+        chain,
+        ElicitationSettings::default(),
+        audit.clone(),
+        Arc::new(Silent),
+        64,
+    ));
+    RouterOnly { router, audit }
+}
+
 /// A plain form from `server` under `id`, pushed, placed on the wire as
 /// `arrival` says.
 fn pushed_form(id: &str, arrival: gatehouse_mcp::handler::WireArrival) -> IncomingElicitation {
@@ -681,7 +704,7 @@ fn pushed_form(id: &str, arrival: gatehouse_mcp::handler::WireArrival) -> Incomi
 /// once, and the first, superseded, never waits for the person.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_id_is_settled_as_the_wire_ordered_it_whatever_order_routing_sees() {
-    let setup = setup("{}", ElicitationSettings::default(), Arc::new(Silent));
+    let setup = router_only();
     let first = gatehouse_mcp::handler::WireArrival::default();
     let second = gatehouse_mcp::handler::WireArrival {
         reused: true,
@@ -716,6 +739,54 @@ async fn a_reused_id_is_settled_as_the_wire_ordered_it_whatever_order_routing_se
         lines[1]["reason"], "cancelled: the server reused this request id while it waited",
         "{}",
         lines[1]
+    );
+    assert!(setup.router.pending().is_empty());
+}
+
+/// A question tied to an upstream request ends when that request does (its
+/// server answered or failed it, or its stream broke): answered `cancel`,
+/// audited with why, rather than waiting for a person nobody needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_ends_when_the_request_it_belongs_to_ends() {
+    use gatehouse_mcp::calls::{CallKind, Calls, UpstreamCall};
+    let setup = router_only();
+    let calls = Arc::new(Calls::default());
+    setup.router.set_calls(calls.clone());
+    let call = calls.begin(UpstreamCall::new(
+        SessionId::next(),
+        CallKind::ToolCall,
+        "git",
+        "git__ask_name",
+        "ask_name",
+    ));
+    let router = setup.router.clone();
+    let routed = tokio::spawn(async move {
+        router
+            .route(pushed_form(
+                "asked",
+                gatehouse_mcp::handler::WireArrival::default(),
+            ))
+            .await
+    });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while setup.router.pending().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never asked");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    drop(call);
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(20), routed)
+        .await
+        .expect("the question ends with its request")
+        .expect("route task")
+        .expect("answered");
+    assert_eq!(answer.action, rmcp::model::ElicitationAction::Cancel);
+    let lines = audit_lines(&setup.audit);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        lines[0]["reason"],
+        gatehouse_mcp::router::CALL_ENDED_REASON,
+        "{}",
+        lines[0]
     );
     assert!(setup.router.pending().is_empty());
 }

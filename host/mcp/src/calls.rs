@@ -99,9 +99,13 @@ pub struct UpstreamCall {
 }
 
 /// Cancelled when its call leaves the registry (the [`CallGuard`] is
-/// dropped). Not part of what a call is: every two compare equal.
+/// dropped), with why the gateway gave it up, if it did. Not part of what a
+/// call is: every two compare equal.
 #[derive(Debug, Clone, Default)]
-struct Ended(tokio_util::sync::CancellationToken);
+struct Ended(
+    tokio_util::sync::CancellationToken,
+    Arc<std::sync::OnceLock<&'static str>>,
+);
 
 impl PartialEq for Ended {
     fn eq(&self, _: &Ended) -> bool {
@@ -160,6 +164,12 @@ impl UpstreamCall {
     /// then waits for nothing.
     pub fn ended(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.ended.0.cancelled()
+    }
+
+    /// Why the gateway gave the call up (its client went away or cancelled
+    /// it, gatehouse stopped), if it did ([`GiveUp::record`]).
+    pub fn given_up(&self) -> Option<&'static str> {
+        self.ended.1.get().copied()
     }
 
     /// The same call with its forwarded arguments.
@@ -368,6 +378,8 @@ type InFlight = HashMap<String, Vec<(u64, Arc<UpstreamCall>)>>;
 pub struct Calls {
     in_flight: Mutex<InFlight>,
     next: AtomicU64,
+    /// Told whenever the last call in flight ends.
+    idle: tokio::sync::Notify,
 }
 
 impl Calls {
@@ -496,6 +508,23 @@ impl Calls {
         count_for(&self.lock(), session)
     }
 
+    /// Waits until no call is in flight, at most `limit`; returns whether
+    /// none is. (`gatehouse serve` waits so, before it stops the servers, for
+    /// the calls it gave up to tell their servers.)
+    pub async fn idle_within(&self, limit: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let idle = self.idle.notified();
+            if self.lock().is_empty() {
+                return true;
+            }
+            tokio::select! {
+                () = idle => {}
+                () = tokio::time::sleep_until(deadline) => return self.lock().is_empty(),
+            }
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, InFlight> {
         // Each statement leaves the map consistent; a panic elsewhere does
         // not make it wrong.
@@ -559,6 +588,37 @@ impl CallGuard {
     pub fn key(&self) -> CallKey {
         CallKey(self.key)
     }
+
+    /// What records why the call was given up, for the task that gives it
+    /// up ([`GiveUp::record`]).
+    pub fn give_up(&self) -> GiveUp {
+        GiveUp {
+            calls: self.calls.clone(),
+            server: self.server.clone(),
+            key: self.key,
+        }
+    }
+}
+
+/// Records why one call was given up ([`CallGuard::give_up`]).
+#[derive(Debug, Clone)]
+pub struct GiveUp {
+    calls: Arc<Calls>,
+    server: String,
+    key: u64,
+}
+
+impl GiveUp {
+    /// The call was given up because of `why` (its client went away or
+    /// cancelled it, gatehouse stopped): a question of its server that
+    /// waited for it says so when the call ends ([`UpstreamCall::given_up`]).
+    pub fn record(&self, why: &'static str) {
+        if let Some(calls) = self.calls.lock().get(&self.server)
+            && let Some((_, call)) = calls.iter().find(|(key, _)| *key == self.key)
+        {
+            let _ = call.ended.1.set(why);
+        }
+    }
 }
 
 impl Drop for CallGuard {
@@ -574,6 +634,10 @@ impl Drop for CallGuard {
             if calls.is_empty() {
                 in_flight.remove(&self.server);
             }
+        }
+        if in_flight.is_empty() {
+            drop(in_flight);
+            self.calls.idle.notify_waiters();
         }
     }
 }

@@ -173,8 +173,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         audit.clone(),
         &control_socket,
     )?;
-    let gateway = Gateway::new(mcp.clone(), upstream, calls)
+    let gateway = Gateway::new(mcp.clone(), upstream, calls.clone())
         .with_max_calls_per_session(config.gateway.max_calls_per_session);
+    let stopper = gateway.clone();
     tracing::info!(
         instance = %instance,
         control_socket = %control_socket.display(),
@@ -199,6 +200,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     router.drain(std::time::Duration::from_secs(5)).await;
     if let Err(error) = audit.sync() {
         tracing::error!("{error}");
+    }
+    // Every call still in flight is cancelled at its server before the
+    // servers stop (rmcp's own drain gives up at the first answer it cannot
+    // send to a client that is gone).
+    stopper.stop_calls();
+    if !calls.idle_within(std::time::Duration::from_secs(2)).await {
+        tracing::warn!("calls still in flight after 2 s; stopping their servers anyway");
     }
     drop(mcp);
     served.map(|()| ExitCode::SUCCESS)

@@ -500,7 +500,7 @@ fn rustix_kill(pid: u32) {
 /// exits without waiting for the calls, and before the server is stopped it
 /// has been sent `notifications/cancelled` for each of them (what reached
 /// the server's stdin is copied to a file by `tee`, which outlives the
-/// server's shell).
+/// server's shell, and with `-p` keeps copying when the server is gone).
 #[test]
 fn a_client_gone_with_fifty_calls_in_flight_cancels_each_and_exits() {
     use std::io::{BufRead, BufReader, Write};
@@ -512,7 +512,7 @@ fn a_client_gone_with_fifty_calls_in_flight_cancels_each_and_exits() {
     let received = dir.path().join("received.jsonl");
     let config = dir.path().join("gatehouse.toml");
     let script = format!(
-        "tee -a '{}' | '{}' --name git",
+        "tee -p -a '{}' | '{}' --name git",
         received.display(),
         demo_server().display()
     );
@@ -626,4 +626,207 @@ fn a_client_gone_with_fifty_calls_in_flight_cancels_each_and_exits() {
         cancelled, calls,
         "every call is cancelled at its server, by its id"
     );
+}
+
+/// A loopback TCP proxy in front of `backend` (`HOST:PORT`) whose
+/// connections can all be reset at once (RST, as a dropped network or a
+/// restarted load balancer does).
+struct ResettingProxy {
+    address: std::net::SocketAddr,
+    resets: tokio::sync::watch::Sender<u64>,
+}
+
+impl ResettingProxy {
+    async fn start(backend: String) -> ResettingProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let (resets, _) = tokio::sync::watch::channel(0u64);
+        let watching = resets.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let Ok(mut server) = tokio::net::TcpStream::connect(&backend).await else {
+                    continue;
+                };
+                let mut reset = watching.subscribe();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = reset.changed() => {
+                            // Closed with a zero linger: an RST each way.
+                            let _ = client.set_zero_linger();
+                            let _ = server.set_zero_linger();
+                        }
+                    }
+                });
+            }
+        });
+        ResettingProxy { address, resets }
+    }
+
+    /// Resets every connection open now, on both sides.
+    fn reset_all(&self) {
+        self.resets.send_modify(|count| *count += 1);
+    }
+}
+
+/// An upstream client whose person answers (`name`: Ada) once released.
+#[derive(Clone, Default)]
+struct LatePerson {
+    asked: Arc<AtomicUsize>,
+    cancelled: Arc<AtomicUsize>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for LatePerson {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        SilentPerson::default().get_info()
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::model::ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.release.notified().await;
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(json!({"name": "Ada"})),
+        )
+    }
+
+    async fn on_cancelled(
+        &self,
+        _params: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// An HTTP backend whose connections are reset while a question of its
+/// waits for the person: rmcp resumes the call's stream and the server
+/// delivers the question again, which is the same question (not a reused
+/// id): the person's answer, given after the reset, still reaches the
+/// server, once, with one audit line. (A stream that could not be resumed
+/// would end the call, and the question with it: `CALL_ENDED_REASON`.) Then,
+/// right after each of three resets, a call whose elicitation the chain
+/// decides is answered and audited: none is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_backend_reset_strands_no_question_and_drops_no_elicitation() {
+    use rmcp::ServiceExt;
+    let (backend, url) = crate::paths::spawn_listening(
+        std::process::Command::new(demo_server()).args(["--name", "git", "--http", "127.0.0.1:0"]),
+        "listening on ",
+        "demo-server starts",
+    );
+    let _backend = KillOnDrop(backend);
+    let backend_address = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let proxy = ResettingProxy::start(backend_address).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gatehouse.toml");
+    let guardian = existing(
+        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
+        "run .ci/build-guests",
+    );
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.git]\nurl = \"http://{}/mcp\"\ntool_timeout_sec = 20\n\n\
+             [[review.modules]]\npath = {guardian:?}\nconfig = {{}}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\nperson_timeout_sec = 60\n",
+            proxy.address,
+            guardian = guardian.display().to_string(),
+        ),
+    )
+    .expect("write config");
+    let person = LatePerson::default();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(&config);
+    let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
+    let client = person.clone().serve(transport).await.expect("initialize");
+
+    // A question waits for the person; the connection is reset under it;
+    // then the person answers.
+    let peer = client.peer().clone();
+    let asking =
+        tokio::spawn(async move { peer.call_tool(call("git__ask_name", json!({}))).await });
+    within_the_person_timeout(|| person.asked.load(Ordering::SeqCst) == 1)
+        .await
+        .expect("the person is asked");
+    proxy.reset_all();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    person.release.notify_waiters();
+    let asked = tokio::time::timeout(Duration::from_secs(30), asking)
+        .await
+        .expect("the call ends")
+        .expect("call task");
+    let lines = audit(dir.path());
+    eprintln!(
+        "HTTP reset under a waiting question: the call got {:?}; audited {lines:?}",
+        asked.as_ref().map(text)
+    );
+    assert_eq!(lines.len(), 1, "one question, one audit line: {lines:?}");
+    assert_eq!(person.asked.load(Ordering::SeqCst), 1, "asked once");
+    match &asked {
+        Ok(result) => {
+            assert!(text(result).contains("Ada"), "{}", text(result));
+            assert_eq!(lines[0]["decided_by"], "person", "{}", lines[0]);
+            assert_eq!(lines[0]["answer"]["action"], "accept", "{}", lines[0]);
+        }
+        Err(_) => {
+            assert_eq!(
+                lines[0]["reason"],
+                gatehouse_mcp::router::CALL_ENDED_REASON,
+                "{}",
+                lines[0]
+            );
+        }
+    }
+
+    // Right after each reset, an elicitation on a call's own stream is
+    // answered and audited.
+    for round in 0..3 {
+        proxy.reset_all();
+        let called = tokio::time::timeout(
+            Duration::from_secs(60),
+            client.call_tool(call(
+                "git__delete_branch",
+                json!({"branch": format!("r{round}")}),
+            )),
+        )
+        .await
+        .expect("the call ends");
+        let answered = match &called {
+            Ok(result) => text(result),
+            Err(error) => error.to_string(),
+        };
+        eprintln!("after reset {round}: {answered}");
+        assert!(answered.contains("answered: decline"), "{answered}");
+    }
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), 4, "one audit line per elicitation: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .skip(1)
+            .all(|line| line["decided_by"] == "guest"),
+        "{lines:?}"
+    );
+    client.cancel().await.expect("the session ends");
+}
+
+/// A child process killed (and reaped) when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

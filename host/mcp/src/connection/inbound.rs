@@ -101,9 +101,9 @@ struct State {
     /// Warnings about refused requests.
     budget: LogBudget,
     /// The server's elicitation requests not answered yet, by id as rmcp
-    /// sees it, with the token that tells the last of them it was
-    /// superseded ([`WireArrival`]).
-    elicitations: HashMap<RequestId, tokio_util::sync::CancellationToken>,
+    /// sees it: the sha256 of the request, and the token that tells the
+    /// last of them it was superseded ([`WireArrival`]).
+    elicitations: HashMap<RequestId, ([u8; 32], tokio_util::sync::CancellationToken)>,
 }
 
 /// What [`Inbound::inspect`] made of a message.
@@ -112,6 +112,11 @@ enum Inspected {
     Pass,
     /// Refused and answered here; read the next.
     Refused,
+    /// The same request again under the same id while the first is
+    /// unanswered: a redelivery (streamable HTTP replays the events of a
+    /// stream it resumes after a dropped connection). The first's answer
+    /// answers it; read the next.
+    Redelivered,
 }
 
 impl<T> Inbound<T> {
@@ -246,7 +251,13 @@ impl<T: Transport<RoleClient>> Inbound<T> {
                     request.id = cut;
                 }
                 if matches!(request.request, ServerRequest::ElicitRequest(_)) {
-                    let arrival = self.arrive(&request.id);
+                    let Some(arrival) = self.arrive(&request.id, &request.request) else {
+                        tracing::debug!(
+                            server = %Escaped(&self.context.server),
+                            "an elicitation delivered again while the first delivery is unanswered; the first's answer answers it"
+                        );
+                        return Inspected::Redelivered;
+                    };
                     request.request.extensions_mut().insert(arrival);
                 }
                 if !restricted(&request.request) || !self.strict() {
@@ -273,20 +284,31 @@ impl<T: Transport<RoleClient>> Inbound<T> {
 
     /// An elicitation request came under `id`: its place among the
     /// server's unanswered requests with that id ([`WireArrival`]). An
-    /// earlier one still unanswered is told it was superseded.
-    fn arrive(&self, id: &RequestId) -> WireArrival {
+    /// earlier one still unanswered is told it was superseded, unless this
+    /// is the same request again (`None`: a redelivery).
+    fn arrive(&self, id: &RequestId, request: &ServerRequest) -> Option<WireArrival> {
+        use sha2::{Digest, Sha256};
+        let digest: [u8; 32] =
+            Sha256::digest(serde_json::to_vec(request).unwrap_or_default()).into();
         let superseded = tokio_util::sync::CancellationToken::new();
-        let earlier = self
-            .lock()
+        let mut state = self.lock();
+        if state
             .elicitations
-            .insert(id.clone(), superseded.clone());
-        if let Some(earlier) = &earlier {
+            .get(id)
+            .is_some_and(|(earlier, _)| *earlier == digest)
+        {
+            return None;
+        }
+        let earlier = state
+            .elicitations
+            .insert(id.clone(), (digest, superseded.clone()));
+        if let Some((_, earlier)) = &earlier {
             earlier.cancel();
         }
-        WireArrival {
+        Some(WireArrival {
             reused: earlier.is_some(),
             superseded,
-        }
+        })
     }
 
     /// Answers an unsolicited request (`id` as rmcp would see it, `own` the
@@ -472,7 +494,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Inbound<T> {
             };
             match self.inspect(&mut message) {
                 Inspected::Pass => return Some(message),
-                Inspected::Refused => {}
+                Inspected::Refused | Inspected::Redelivered => {}
             }
         }
     }
@@ -785,21 +807,34 @@ mod tests {
         }
     }
 
+    /// Another request under the same id.
+    fn other_elicitation(id: Value) -> ServerJsonRpcMessage {
+        message(
+            json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+            "message": "Something else?",
+            "requestedSchema": {"type": "object", "properties": {}}}}),
+        )
+    }
+
     /// Two requests under one id, the second before the first is answered:
     /// told in wire order, whichever task rmcp starts first (the order that
     /// made a form wait for the person after its id's reuse was answered).
+    /// The same request delivered again (a resumed HTTP stream replays it)
+    /// is no reuse: it never reaches rmcp, and the first's answer answers it.
     #[tokio::test]
     async fn a_reused_id_is_told_in_the_order_the_requests_came() {
         let mut setup = setup(
             None,
             vec![
                 elicitation(json!("dup")),
-                elicitation(json!("dup")),
+                other_elicitation(json!("dup")),
+                other_elicitation(json!("dup")),
                 elicitation(json!("dup")),
             ],
         );
         let first = arrival_of(&setup.inbound.receive().await.expect("first"));
         assert!(!first.reused && !first.superseded.is_cancelled());
+        // The second; its redelivery is skipped.
         let second = arrival_of(&setup.inbound.receive().await.expect("second"));
         assert!(
             second.reused,

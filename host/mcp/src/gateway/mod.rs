@@ -67,6 +67,9 @@ pub struct Gateway {
     /// ([`Gateway::disconnector`]): its calls stop, and their servers are
     /// told (`notifications/cancelled`).
     gone: tokio_util::sync::CancellationToken,
+    /// Cancelled when gatehouse stops ([`Gateway::stop_calls`]): every
+    /// session's calls stop, their servers told.
+    stopping: tokio_util::sync::CancellationToken,
 }
 
 impl Gateway {
@@ -86,6 +89,7 @@ impl Gateway {
             max_calls_per_session: DEFAULT_MAX_CALLS_PER_SESSION,
             over_http: false,
             gone: tokio_util::sync::CancellationToken::new(),
+            stopping: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -137,6 +141,13 @@ impl Gateway {
         }
     }
 
+    /// gatehouse is stopping: the calls of every session stop, each
+    /// cancelled at its server (`notifications/cancelled`); then wait for
+    /// them with [`Calls::idle_within`] before the servers are stopped.
+    pub fn stop_calls(&self) {
+        self.stopping.cancel();
+    }
+
     /// Resolves, with why, when a request of this session need not be
     /// worked on any more: its client went away or (`cancelled`, the
     /// request's own token, for a request that ends with its answer)
@@ -147,6 +158,7 @@ impl Gateway {
         cancelled: Option<tokio_util::sync::CancellationToken>,
     ) -> impl std::future::Future<Output = &'static str> + Send + 'static {
         let gone = self.gone.clone();
+        let stopping = self.stopping.clone();
         async move {
             let cancelled = async {
                 match cancelled {
@@ -156,7 +168,8 @@ impl Gateway {
             };
             tokio::select! {
                 () = gone.cancelled() => "the upstream client went away; the call was cancelled at its server",
-                () = cancelled => "the upstream client cancelled the request",
+                () = stopping.cancelled() => "gatehouse is stopping; the call was cancelled at its server",
+                () = cancelled => "the upstream client went away or cancelled the request",
             }
         }
     }
@@ -466,6 +479,7 @@ impl ServerHandler for Gateway {
         // A call carried across rounds (2026-07-28, inline) outlives its
         // first request: only its client's going ends it.
         let abandoned = self.abandoned((!inline).then(|| context.ct.clone()));
+        let give_up = call.give_up();
         let called = async move {
             match runtime
                 .call_tool_in_unless(&snapshot, &name, request.arguments, abandoned)
@@ -475,6 +489,7 @@ impl ServerHandler for Gateway {
                     why, ..
                 })) => {
                     tracing::debug!(tool = %gatehouse_core::escape::Escaped(&name), "{why}");
+                    give_up.record(why);
                     Err(ErrorData::new(rmcp::model::ErrorCode(-32800), why, None))
                 }
                 Ok(result) => Ok(result),

@@ -220,7 +220,14 @@ pub(super) async fn ask(
         answered = asking => answered,
         () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
         () = elicitation.server_gone.cancelled() => return cancel(SERVER_GONE_REASON, steps),
-        () = call_ended => return cancel(CALL_ENDED_REASON, steps),
+        () = call_ended => {
+            // Given up because its client went away or cancelled it: nobody
+            // decided, as when the person's client goes.
+            return match binding.and_then(given_up) {
+                Some(why_given_up) => unhandled(settings.on_unhandled, format!("{why}; {why_given_up}"), steps),
+                None => cancel(CALL_ENDED_REASON, steps),
+            };
+        }
         () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
         () = entry.replaced.cancelled() => {
             // Nobody answered: the registry was cancelled under it.
@@ -236,6 +243,14 @@ pub(super) async fn ask(
         // The person's client went away or failed: nobody decided, so the
         // server hears `on_unhandled`, and the audit line says why.
         Err(no_answer) => unhandled(settings.on_unhandled, format!("{why}; {no_answer}"), steps),
+    }
+}
+
+/// Why the gateway gave up the call `binding` names, if it did.
+fn given_up(binding: &Binding) -> Option<&'static str> {
+    match binding {
+        Binding::Call(call) => call.given_up(),
+        _ => None,
     }
 }
 
