@@ -181,13 +181,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         control_socket = %control_socket.display(),
         "serving"
     );
+    // A signal ends the serving, the router's questions first: they are
+    // answered as cancelled by the shutdown before the sessions close (which
+    // would have them answered as their client's going).
+    let stopped = {
+        let (stop, router) = (stop.clone(), router.clone());
+        async move {
+            stop.requested_now().await;
+            router.begin_drain();
+        }
+    };
     let served = if stop.requested() {
         // A signal during start-up: a clean stop, not a failed start.
         Ok(())
     } else {
         match http {
-            None => serve_stdio(gateway, &instance, &control_socket, stop.clone()).await,
-            Some(http) => serve_http(gateway, http, stop.clone()).await,
+            None => serve_stdio(gateway, &instance, &control_socket, stopped).await,
+            Some(http) => serve_http(gateway, http, stopped).await,
         }
     };
     // The control socket goes first (its own only: other instances keep
@@ -427,7 +437,7 @@ async fn serve_stdio(
     gateway: Gateway,
     instance: &str,
     control_socket: &std::path::Path,
-    stop: Stop,
+    stopped: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     if std::io::stdin().is_terminal() {
@@ -451,24 +461,26 @@ async fn serve_stdio(
     let transport = gatehouse_mcp::gateway::stdio::transport_then(&gateway, move || {
         let _ = std::fs::remove_file(socket);
     });
+    let mut stopped = std::pin::pin!(stopped);
     let service = tokio::select! {
         started = gateway.serve(transport) => started.context("MCP initialization on stdio failed")?,
-        () = stop.clone().requested_now() => return Ok(()),
+        () = &mut stopped => return Ok(()),
     };
     tokio::select! {
         quit = service.waiting() => quit.map(|_| ()).context("the stdio session failed"),
-        () = stop.requested_now() => Ok(()),
+        () = stopped => Ok(()),
     }
 }
 
-async fn serve_http(gateway: Gateway, http: HttpServer, stop: Stop) -> anyhow::Result<()> {
+async fn serve_http(
+    gateway: Gateway,
+    http: HttpServer,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let listening = http.bind().await?;
     println!("listening on {}", listening.url());
     listening
-        .serve(
-            move || Ok(gateway.for_new_http_session()),
-            stop.requested_now(),
-        )
+        .serve(move || Ok(gateway.for_new_http_session()), stopped)
         .await?;
     Ok(())
 }

@@ -830,3 +830,61 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// A server whose configuration changes while its question waits for the
+/// person: the new configuration starts a new process for new calls, and the
+/// old one keeps its pipe until the question is answered, so the person's
+/// answer still reaches the server that asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_reconfigured_while_its_question_waits_still_gets_the_answer() {
+    use rmcp::ServiceExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("starts")).expect("starts dir");
+    let config = dir.path().join("gatehouse.toml");
+    let before = config_text(dir.path(), &["git"]);
+    std::fs::write(&config, &before).expect("write config");
+    let person = LatePerson::default();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(&config);
+    let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
+    let client = person.clone().serve(transport).await.expect("initialize");
+    let peer = client.peer().clone();
+    let asking =
+        tokio::spawn(async move { peer.call_tool(call("git__ask_name", json!({}))).await });
+    within_the_person_timeout(|| person.asked.load(Ordering::SeqCst) == 1)
+        .await
+        .expect("the person is asked");
+    // The server's configuration changes (an environment variable more).
+    let after = before.replacen(
+        "[mcp_servers.git]\n",
+        "[mcp_servers.git]\nenv = { GATEHOUSE_TEST_GENERATION = \"2\" }\n",
+        1,
+    );
+    std::fs::write(&config, &after).expect("rewrite config");
+    // Once the change has settled, a request refreshes the runtime: a new
+    // process serves the new configuration.
+    let started = std::time::Instant::now();
+    while starts(dir.path(), "git").len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the reconfigured server never started"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = client.list_all_tools().await;
+    }
+    person.release.notify_waiters();
+    let asked = tokio::time::timeout(Duration::from_secs(30), asking)
+        .await
+        .expect("the call ends")
+        .expect("call task")
+        .expect("the call succeeds");
+    assert!(
+        text(&asked).contains("Ada"),
+        "the old process got the answer: {}",
+        text(&asked)
+    );
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["answer"]["action"], "accept", "{}", lines[0]);
+    client.cancel().await.expect("the session ends");
+}

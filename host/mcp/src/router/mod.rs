@@ -258,11 +258,20 @@ impl Router {
         self.in_flight.load(Ordering::SeqCst)
     }
 
+    /// Cancels everything waiting for the person or a model, without
+    /// waiting: call it first thing when shutting down, before the upstream
+    /// sessions close, so what waits is answered as cancelled by the
+    /// shutdown rather than by its client's going. [`Router::drain`] starts
+    /// with it.
+    pub fn begin_drain(&self) {
+        self.pending.cancel_all(None);
+        self.shutdown.cancel();
+    }
+
     /// Cancels everything waiting for the person or a model and waits (up to
     /// `grace`) until every elicitation in flight is answered and audited.
     pub async fn drain(&self, grace: Duration) {
-        self.pending.cancel_all(None);
-        self.shutdown.cancel();
+        self.begin_drain();
         let deadline = Instant::now() + grace;
         while self.in_flight() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;

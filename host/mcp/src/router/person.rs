@@ -220,6 +220,13 @@ pub(super) async fn ask(
         answered = asking => answered,
         () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
         () = elicitation.server_gone.cancelled() => return cancel(SERVER_GONE_REASON, steps),
+        // Before the call's end: a shutdown (or a disconnected server) ends
+        // the calls too, and is why.
+        () = entry.replaced.cancelled() => {
+            // Nobody answered: the registry was cancelled under it.
+            let because = pending.cancelled_because();
+            return unhandled(settings.on_unhandled, format!("{why}; {because}"), steps);
+        }
         () = call_ended => {
             // Given up because its client went away or cancelled it: nobody
             // decided, as when the person's client goes.
@@ -229,11 +236,6 @@ pub(super) async fn ask(
             };
         }
         () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
-        () = entry.replaced.cancelled() => {
-            // Nobody answered: the registry was cancelled under it.
-            let because = pending.cancelled_because();
-            return unhandled(settings.on_unhandled, format!("{why}; {because}"), steps);
-        }
         () = replaced.cancelled() => return cancel(REUSED_ID_REASON, steps),
         () = elicitation.arrival.superseded.cancelled() => return cancel(REUSED_ID_REASON, steps),
     };
