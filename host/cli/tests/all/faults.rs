@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::gateway::{Client, audit, call, stdio_client};
 use crate::paths::{demo_server, existing, target};
@@ -887,4 +887,122 @@ async fn a_server_reconfigured_while_its_question_waits_still_gets_the_answer() 
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["answer"]["action"], "accept", "{}", lines[0]);
     client.cancel().await.expect("the session ends");
+}
+
+/// A person who accepts every form at once, filling each field with 60,000
+/// characters: records of about 900 KB.
+#[derive(Clone, Default)]
+struct FillingPerson;
+
+impl rmcp::ClientHandler for FillingPerson {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        SilentPerson::default().get_info()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::model::ErrorData> {
+        let wire = serde_json::to_value(&request).unwrap_or_default();
+        let mut content = serde_json::Map::new();
+        if let Some(fields) = wire["requestedSchema"]["properties"].as_object() {
+            for name in fields.keys() {
+                content.insert(name.clone(), json!("x".repeat(60_000)));
+            }
+        }
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(serde_json::Value::Object(content)),
+        )
+    }
+}
+
+/// gatehouse SIGKILLed five times while it writes large records (15 fields
+/// of 60,000 characters, about 900 KB each, `audit_sync = "never"`), four
+/// calls at a time, restarted each time on the same log: every accept the
+/// server received (its tool result carries the answer) is a whole record
+/// `gatehouse audit` reads afterwards; a line a kill cut is reported as
+/// unreadable, never glued to the record after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkills_while_large_records_are_written_lose_no_accept_the_server_received() {
+    use rmcp::ServiceExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("starts")).expect("starts dir");
+    let config = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}audit_sync = \"never\"\n",
+            config_text(dir.path(), &["git"])
+        ),
+    )
+    .expect("write config");
+    let properties: serde_json::Map<String, Value> = (0..15)
+        .map(|field| (format!("f{field}"), json!({"type": "string"})))
+        .collect();
+    let params = json!({"params": {"message": "Fill in", "requestedSchema": {
+        "type": "object", "properties": properties}}});
+    let mut received = 0usize;
+    for round in 0..5u64 {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        command.arg("serve").arg("--config").arg(&config);
+        let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
+        let client = Arc::new(FillingPerson.serve(transport).await.expect("initialize"));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let mut callers = Vec::new();
+        for _ in 0..4 {
+            let (client, accepted, params) = (client.clone(), accepted.clone(), params.clone());
+            callers.push(tokio::spawn(async move {
+                while let Ok(result) = client
+                    .call_tool(call("git__elicit_raw", params.clone()))
+                    .await
+                {
+                    if text(&result).contains("\"accept\"") {
+                        accepted.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }));
+        }
+        // The first call brings the server up and records gatehouse's pid.
+        let started = std::time::Instant::now();
+        while starts(dir.path(), "git").len() <= round as usize {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the server never started"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (gatehouse, _) = starts(dir.path(), "git")[round as usize];
+        tokio::time::sleep(Duration::from_millis(400 + 70 * round)).await;
+        rustix_kill(gatehouse);
+        for caller in callers {
+            let _ = tokio::time::timeout(Duration::from_secs(30), caller).await;
+        }
+        received += accepted.load(Ordering::SeqCst);
+    }
+    let log = dir.path().join("audit.jsonl");
+    let output = crate::paths::gatehouse(&[
+        "audit",
+        "--log",
+        &log.display().to_string(),
+        "--format",
+        "json",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let accepts = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["answer"]["action"] == "accept" && record["decided_by"] == "person")
+        .count();
+    eprintln!(
+        "5 SIGKILLs during ~900 KB records: the server received {received} accepts; {accepts} whole accept records; {}",
+        stderr.trim()
+    );
+    assert!(received > 0, "no accept reached the server");
+    assert!(
+        accepts >= received,
+        "{received} accepts reached the server, only {accepts} are whole records: {stderr}"
+    );
 }
