@@ -372,7 +372,7 @@ fn stdin_of(pid: u32) -> String {
         .unwrap_or_else(|error| format!("unknown ({error})"))
 }
 
-fn signal(pid: u32, signal: &str) {
+pub(crate) fn signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
         .args([format!("-{signal}"), pid.to_string()])
         .status()

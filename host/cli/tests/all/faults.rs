@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::gateway::{Client, audit, call, stdio_client};
-use crate::paths::{demo_server, existing, target};
+use crate::paths::demo_server;
 use crate::tool_result::result_text as text;
 
 /// A config whose servers are demo-servers named in `servers`, each started
@@ -19,10 +19,7 @@ use crate::tool_result::result_text as text;
 /// test counts starts and finds gatehouse), with the guardian.
 fn config_text(dir: &Path, servers: &[&str]) -> String {
     let server = demo_server();
-    let guardian = existing(
-        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
-        "run .ci/build-guests",
-    );
+    let guardian = crate::paths::guest("gatehouse_guardian");
     let starts = dir.join("starts");
     let mut text = String::new();
     for name in servers {
@@ -439,23 +436,19 @@ async fn within_the_person_timeout(mut done: impl FnMut() -> bool) -> Option<Dur
 /// fails, each long before the person's timeout would have ended them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_killed_while_its_question_waits_withdraws_and_audits_it() {
-    use rmcp::ServiceExt;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("starts")).expect("starts dir");
     let config = dir.path().join("gatehouse.toml");
     std::fs::write(&config, config_text(dir.path(), &["git"])).expect("write config");
     let person = SilentPerson::default();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-    command.arg("serve").arg("--config").arg(&config);
-    let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
-    let client = person.clone().serve(transport).await.expect("initialize");
+    let client = stdio_client(&config, person.clone()).await;
     let peer = client.peer().clone();
     let call = tokio::spawn(async move { peer.call_tool(call("git__ask_name", json!({}))).await });
     within_the_person_timeout(|| person.asked.load(Ordering::SeqCst) == 1)
         .await
         .expect("the person is asked");
     let (_, server) = starts(dir.path(), "git")[0];
-    rustix_kill(server);
+    crate::clients::signal(server, "KILL");
     let killed = std::time::Instant::now();
 
     let audited = within_the_person_timeout(|| !audit(dir.path()).is_empty())
@@ -488,14 +481,6 @@ async fn a_backend_killed_while_its_question_waits_withdraws_and_audits_it() {
     client.cancel().await.expect("the session ends");
 }
 
-fn rustix_kill(pid: u32) {
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-}
-
 /// A client that vanishes with 50 calls in flight on a server: gatehouse
 /// exits without waiting for the calls, and before the server is stopped it
 /// has been sent `notifications/cancelled` for each of them (what reached
@@ -516,10 +501,7 @@ fn a_client_gone_with_fifty_calls_in_flight_cancels_each_and_exits() {
         received.display(),
         demo_server().display()
     );
-    let guardian = existing(
-        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
-        "run .ci/build-guests",
-    );
+    let guardian = crate::paths::guest("gatehouse_guardian");
     std::fs::write(
         &config,
         format!(
@@ -716,7 +698,6 @@ impl rmcp::ClientHandler for LatePerson {
 /// decides is answered and audited: none is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_backend_reset_strands_no_question_and_drops_no_elicitation() {
-    use rmcp::ServiceExt;
     let (backend, url) = crate::paths::spawn_listening(
         std::process::Command::new(demo_server()).args(["--name", "git", "--http", "127.0.0.1:0"]),
         "listening on ",
@@ -730,10 +711,7 @@ async fn an_http_backend_reset_strands_no_question_and_drops_no_elicitation() {
     let proxy = ResettingProxy::start(backend_address).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("gatehouse.toml");
-    let guardian = existing(
-        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
-        "run .ci/build-guests",
-    );
+    let guardian = crate::paths::guest("gatehouse_guardian");
     std::fs::write(
         &config,
         format!(
@@ -746,10 +724,7 @@ async fn an_http_backend_reset_strands_no_question_and_drops_no_elicitation() {
     )
     .expect("write config");
     let person = LatePerson::default();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-    command.arg("serve").arg("--config").arg(&config);
-    let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
-    let client = person.clone().serve(transport).await.expect("initialize");
+    let client = stdio_client(&config, person.clone()).await;
 
     // A question waits for the person; the connection is reset under it;
     // then the person answers.
@@ -837,17 +812,13 @@ impl Drop for KillOnDrop {
 /// answer still reaches the server that asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_reconfigured_while_its_question_waits_still_gets_the_answer() {
-    use rmcp::ServiceExt;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("starts")).expect("starts dir");
     let config = dir.path().join("gatehouse.toml");
     let before = config_text(dir.path(), &["git"]);
     std::fs::write(&config, &before).expect("write config");
     let person = LatePerson::default();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-    command.arg("serve").arg("--config").arg(&config);
-    let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
-    let client = person.clone().serve(transport).await.expect("initialize");
+    let client = stdio_client(&config, person.clone()).await;
     let peer = client.peer().clone();
     let asking =
         tokio::spawn(async move { peer.call_tool(call("git__ask_name", json!({}))).await });
@@ -926,7 +897,6 @@ impl rmcp::ClientHandler for FillingPerson {
 /// unreadable, never glued to the record after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkills_while_large_records_are_written_lose_no_accept_the_server_received() {
-    use rmcp::ServiceExt;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("starts")).expect("starts dir");
     let config = dir.path().join("gatehouse.toml");
@@ -945,10 +915,7 @@ async fn sigkills_while_large_records_are_written_lose_no_accept_the_server_rece
         "type": "object", "properties": properties}}});
     let mut received = 0usize;
     for round in 0..5u64 {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-        command.arg("serve").arg("--config").arg(&config);
-        let transport = rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts");
-        let client = Arc::new(FillingPerson.serve(transport).await.expect("initialize"));
+        let client = Arc::new(stdio_client(&config, FillingPerson).await);
         let accepted = Arc::new(AtomicUsize::new(0));
         let mut callers = Vec::new();
         for _ in 0..4 {
@@ -975,7 +942,7 @@ async fn sigkills_while_large_records_are_written_lose_no_accept_the_server_rece
         }
         let (gatehouse, _) = starts(dir.path(), "git")[round as usize];
         tokio::time::sleep(Duration::from_millis(400 + 70 * round)).await;
-        rustix_kill(gatehouse);
+        crate::clients::signal(gatehouse, "KILL");
         for caller in callers {
             let _ = tokio::time::timeout(Duration::from_secs(30), caller).await;
         }

@@ -98,10 +98,11 @@ pub(crate) fn call(name: &str, arguments: Value) -> CallToolRequestParams {
         .with_arguments(arguments.as_object().cloned().unwrap_or_default())
 }
 
-pub(crate) async fn stdio_client(
+/// `gatehouse serve --config CONFIG` on stdio, initialized by `client`.
+pub(crate) async fn stdio_client<H: ClientHandler>(
     config: &Path,
-    client: Client,
-) -> rmcp::service::RunningService<RoleClient, Client> {
+    client: H,
+) -> rmcp::service::RunningService<RoleClient, H> {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
     command.arg("serve").arg("--config").arg(config);
     let transport = TokioChildProcess::new(command).expect("gatehouse starts");
