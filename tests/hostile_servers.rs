@@ -12,11 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use gatehouse_audit::AuditLog;
 use gatehouse_core::chain::{Chain, ChainLink};
-use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::calls::SessionId;
+use gatehouse_gateway::calls::SessionId;
+use gatehouse_gateway::router::{
+    ElicitationSettings, NoAnswer, NoPerson, NotAsked, Person, Router,
+};
 use gatehouse_mcp::handler::IncomingElicitation;
-use gatehouse_mcp::router::{ElicitationSettings, NoAnswer, NoPerson, NotAsked, Person, Router};
 use gatehouse_mcp::runtime::{McpRuntime, RuntimeError};
 use gatehouse_mcp::server_config::RawServer;
 use gatehouse_tests::raw_http::RawHttpServer;
@@ -133,7 +135,9 @@ impl Scenario {
         .expect("valid");
         let runtime = McpRuntime::new(vec![hostile, demo], Arc::new(router.clone()));
         let catalog = runtime.clone();
-        router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+        router.set_catalog_source(move |server| {
+            gatehouse_gateway::catalog::tool_catalog(&catalog.snapshot(), server)
+        });
         Setup {
             runtime,
             router,
@@ -541,7 +545,7 @@ async fn burst(n: usize) {
             &setup,
             (n / 10).clamp(
                 1,
-                gatehouse_mcp::router::DEFAULT_MAX_IN_FLIGHT_PER_SERVER / 2
+                gatehouse_gateway::router::DEFAULT_MAX_IN_FLIGHT_PER_SERVER / 2
             )
         )
     );

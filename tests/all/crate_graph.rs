@@ -63,7 +63,10 @@ const ABOVE_THE_CORE: &[&str] = &[
     "criterion",
     "proptest",
     "gatehouse-conformance",
+    "gatehouse-audit",
+    "gatehouse-models",
     "gatehouse-mcp",
+    "gatehouse-gateway",
     "gatehouse-bench",
     "gatehouse-fuzzing",
 ];
@@ -129,30 +132,127 @@ fn the_conformance_kit_sits_on_the_core_alone() {
     );
 }
 
+/// Argument parsing, log output and test tooling: the binary's and the
+/// unpublished crates'.
+const CLI_AND_TOOLING: &[&str] = &[
+    "clap",
+    "tracing-subscriber",
+    "tracing-appender",
+    "criterion",
+    "proptest",
+    "gatehouse-bench",
+    "gatehouse-fuzzing",
+];
+
+/// What runs WebAssembly: the reviewer core and everything that is wasmtime.
+const THE_SANDBOX: &[&str] = &[
+    "gatehouse-core",
+    "gatehouse-conformance",
+    "wasmtime",
+    "wasmtime-wasi",
+    "wasmtime-wasi-io",
+    "cranelift-codegen",
+    "wasmparser",
+    "jsonschema",
+];
+
 #[test]
-fn the_mcp_side_has_no_cli_or_test_tooling() {
+fn the_base_crate_links_nothing_of_gatehouse_wasmtime_mcp_or_async() {
+    let crates = tree("gatehouse-base", &[]);
+    assert!(
+        crates.contains("serde_json"),
+        "the tree was read: {crates:?}"
+    );
+    let mut forbidden: Vec<&str> = ABOVE_THE_CORE.to_vec();
+    forbidden.extend(THE_SANDBOX);
+    forbidden.extend(["tokio", "anyhow"]);
+    assert_absent(
+        "gatehouse-base",
+        &crates,
+        &forbidden,
+        "the base is what every crate shares (escape, cut, private files, percentiles, loopback) and sits below all of them",
+    );
+}
+
+#[test]
+fn the_mcp_runtime_links_no_wasmtime_reviewer_gateway_or_cli() {
     let crates = tree("gatehouse-mcp", &[]);
-    assert!(crates.contains("rmcp"), "{crates:?}");
+    assert!(crates.contains("rmcp"), "the tree was read: {crates:?}");
+    let mut forbidden: Vec<&str> = THE_SANDBOX.to_vec();
+    forbidden.extend([
+        "gatehouse-audit",
+        "gatehouse-models",
+        "gatehouse-gateway",
+        "axum",
+        "anyhow",
+    ]);
+    forbidden.extend(CLI_AND_TOOLING);
     assert_absent(
         "gatehouse-mcp",
         &crates,
-        &[
-            "clap",
-            "tracing-subscriber",
-            "tracing-appender",
-            "criterion",
-            "proptest",
-            "gatehouse-bench",
-            "gatehouse-fuzzing",
-        ],
+        &forbidden,
+        "the MCP runtime connects to servers and knows no reviewer, sandbox, audit, model or gateway; \
+         elicitations leave it through `handler::ElicitationHandler`",
+    );
+}
+
+#[test]
+fn the_audit_log_and_the_models_link_no_mcp_transport_or_gateway() {
+    for package in ["gatehouse-audit", "gatehouse-models"] {
+        let crates = tree(package, &[]);
+        assert!(crates.contains("gatehouse-core"), "{package}: {crates:?}");
+        let mut forbidden = vec![
+            "rmcp",
+            "axum",
+            "gatehouse-mcp",
+            "gatehouse-gateway",
+            "notify",
+            "toml",
+        ];
+        forbidden.extend(CLI_AND_TOOLING);
+        assert_absent(
+            package,
+            &crates,
+            &forbidden,
+            "the audit log (read by the CLI and, next, a console) and the model providers (a guest's granted capability) \
+             serve more than the gateway, so they know no MCP transport",
+        );
+        let own = tree(package, &["wasmtime", "wasmtime-wasi", "wasmtime-wasi-io"]);
+        assert_absent(
+            package,
+            &own,
+            &["anyhow"],
+            "library errors are typed (thiserror); anyhow belongs to the binary",
+        );
+    }
+    let audit = tree("gatehouse-audit", &[]);
+    assert_absent(
+        "gatehouse-audit",
+        &audit,
+        &["reqwest", "hyper", "gatehouse-models"],
+        "the audit log writes and reads files; it makes no network call",
+    );
+}
+
+#[test]
+fn the_gateway_has_no_cli_or_test_tooling() {
+    let crates = tree("gatehouse-gateway", &[]);
+    assert!(
+        crates.contains("rmcp") && crates.contains("gatehouse-mcp"),
+        "{crates:?}"
+    );
+    assert_absent(
+        "gatehouse-gateway",
+        &crates,
+        CLI_AND_TOOLING,
         "argument parsing, log output and test tooling belong to the binary and the unpublished crates",
     );
     let own = tree(
-        "gatehouse-mcp",
+        "gatehouse-gateway",
         &["wasmtime", "wasmtime-wasi", "wasmtime-wasi-io"],
     );
     assert_absent(
-        "gatehouse-mcp",
+        "gatehouse-gateway",
         &own,
         &["anyhow"],
         "library errors are typed (thiserror); anyhow belongs to the binary",

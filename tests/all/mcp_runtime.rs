@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use gatehouse_gateway::source::ConfigSource;
 use gatehouse_mcp::handler::DeclineAll;
 use gatehouse_mcp::runtime::{McpRuntime, RuntimeError};
 use gatehouse_mcp::server_config::{RawServer, ServerConfig};
-use gatehouse_mcp::source::ConfigSource;
 use gatehouse_tests::result_text as text;
 use gatehouse_tests::{HttpServer, demo_server, hostile_server};
 use serde_json::json;
@@ -81,7 +81,7 @@ async fn connects_lists_and_calls_over_stdio_and_http() {
         text(&web_result)
     );
     // The identity-binding catalog comes from the server's listing.
-    let catalog = snapshot.catalog_for("files").expect("catalog");
+    let catalog = gatehouse_gateway::catalog::tool_catalog(&snapshot, "files").expect("catalog");
     assert!(matches!(
         catalog.lookup(Some("delete_branch")),
         gatehouse_core::context::CatalogEntry::Listed(tool) if tool.annotations.destructive_hint == Some(true)

@@ -1,4 +1,4 @@
-//! The OpenAI-compatible model provider (`gatehouse_mcp::model`) against a
+//! The OpenAI-compatible model provider (`gatehouse_models`) against a
 //! scripted endpoint (`gatehouse_tests::model_stub`): what it sends, what it
 //! retries, how it classifies failures, and that it keeps its deadline and
 //! its cancellation.
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use gatehouse_core::model::{
     Cancel, CompletionRequest, FinishReason, Message, ModelError, ModelGrant, ModelReply,
 };
-use gatehouse_mcp::model::{ModelConfig, ModelConfigError, build_models};
+use gatehouse_models::{ModelConfig, ModelConfigError, build_models};
 use gatehouse_tests::model_stub::{
     COMPLETIONS_PATH, ModelStub, STUB_COMPLETION_TOKENS, STUB_MODEL, STUB_PROMPT_TOKENS, Step,
 };
@@ -507,7 +507,7 @@ fn config_errors_name_the_table_and_the_field() {
         }
     }
     // The same mistakes in gatehouse.toml name the file too.
-    let message = gatehouse_mcp::config::Config::parse(
+    let message = gatehouse_gateway::config::Config::parse(
         "[models.review]\nendpoint = \"https://api.example.com/v1\"\n",
         std::path::Path::new("conf/gatehouse.toml"),
     )

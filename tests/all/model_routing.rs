@@ -6,12 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use gatehouse_audit::AuditLog;
 use gatehouse_core::chain::{Chain, ChainLink, OnFailure};
 use gatehouse_core::model::ModelGrant;
 use gatehouse_core::sandbox::{Limits, Sandbox};
-use gatehouse_mcp::audit::AuditLog;
+use gatehouse_gateway::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
-use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse_tests::audit_lines;
 use gatehouse_tests::load;
 use gatehouse_tests::scripted_model::{Script, Scripted};

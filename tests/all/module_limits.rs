@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use gatehouse_audit::AuditLog;
 use gatehouse_core::chain::Chain;
 use gatehouse_core::failure::ReviewFailure;
 use gatehouse_core::sandbox::{Limits, LoadError, ModuleLimits, Sandbox};
-use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::config_file::ConfigFile;
-use gatehouse_mcp::reload::{ReloadError, Reloader};
-use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
+use gatehouse_gateway::config_file::ConfigFile;
+use gatehouse_gateway::reload::{ReloadError, Reloader};
+use gatehouse_gateway::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse_tests::{approval_request as request, guest, sandbox_with};
 
 fn load_with(
@@ -188,7 +188,7 @@ fn a_reload_beyond_the_running_pool_is_refused_with_what_to_do() {
     write("{ memory_bytes = 33554432 }");
     // The sandbox as `gatehouse serve` makes it: room for the modules of the
     // config it starts with.
-    let limits = gatehouse_mcp::config::Config::load(&config)
+    let limits = gatehouse_gateway::config::Config::load(&config)
         .expect("config")
         .review
         .to_limits();

@@ -6,14 +6,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use gatehouse_audit::AuditLog;
 use gatehouse_conformance::Kit;
 use gatehouse_core::chain::Chain;
 use gatehouse_core::sandbox::{Limits, Sandbox};
-use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::config_file::ConfigFile;
+use gatehouse_gateway::config_file::ConfigFile;
+use gatehouse_gateway::reload::{ReloadError, Reloader};
+use gatehouse_gateway::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
-use gatehouse_mcp::reload::{ReloadError, Reloader};
-use gatehouse_mcp::router::{ElicitationSettings, NoPerson, Router};
 use gatehouse_tests::guest;
 use rmcp::model::{ElicitationAction, NumberOrString};
 use serde_json::{Value, json};

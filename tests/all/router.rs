@@ -6,11 +6,13 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use gatehouse_audit::AuditLog;
 use gatehouse_core::chain::{Chain, ChainLink};
-use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::calls::SessionId;
+use gatehouse_gateway::calls::SessionId;
+use gatehouse_gateway::router::{
+    ElicitationSettings, NoAnswer, NoPerson, NotAsked, Person, Router,
+};
 use gatehouse_mcp::handler::IncomingElicitation;
-use gatehouse_mcp::router::{ElicitationSettings, NoAnswer, NoPerson, NotAsked, Person, Router};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
 use gatehouse_tests::audit_lines;
@@ -58,7 +60,9 @@ fn setup_with_protocol(
     .expect("valid");
     let runtime = McpRuntime::new(vec![server], Arc::new(router.clone()));
     let catalog = runtime.clone();
-    router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+    router.set_catalog_source(move |server| {
+        gatehouse_gateway::catalog::tool_catalog(&catalog.snapshot(), server)
+    });
     Setup {
         runtime,
         router,
@@ -189,7 +193,7 @@ async fn per_server_overrides_route_to_the_person() {
     let mut settings = ElicitationSettings::default();
     settings.servers.insert(
         "git".to_owned(),
-        gatehouse_mcp::router::ServerOverrides {
+        gatehouse_gateway::router::ServerOverrides {
             approvals_reviewer: Some(gatehouse_core::context::ApprovalsReviewer::User),
             ..Default::default()
         },
@@ -388,7 +392,7 @@ async fn strict_review_heeds_granular_denials_and_only_the_servers_own_reviewer(
     let mut settings = ElicitationSettings::default();
     settings.servers.insert(
         "git".to_owned(),
-        gatehouse_mcp::router::ServerOverrides {
+        gatehouse_gateway::router::ServerOverrides {
             approvals_reviewer: Some(ApprovalsReviewer::User),
             ..Default::default()
         },
@@ -464,7 +468,7 @@ async fn a_server_disconnect_cancels_its_pending_elicitations() {
     assert_eq!(lines[0]["answer"]["action"], "cancel");
     assert_eq!(
         lines[0]["reason"],
-        gatehouse_mcp::router::SERVER_GONE_REASON,
+        gatehouse_gateway::router::SERVER_GONE_REASON,
         "the server's going, not the client's"
     );
     let _ = call.await;
@@ -609,7 +613,7 @@ async fn a_server_pinned_to_2025_06_18_is_reviewed_the_same_way() {
 /// `audit_sync` mode; the server still gets an answer (a decline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accept_that_cannot_be_audited_is_never_sent() {
-    use gatehouse_mcp::audit::AuditSync;
+    use gatehouse_audit::AuditSync;
     for mode in AuditSync::ALL {
         let sandbox = sandbox();
         let guardian = load(&sandbox, "gatehouse_guardian");
@@ -635,7 +639,9 @@ async fn an_accept_that_cannot_be_audited_is_never_sent() {
         .expect("valid");
         let runtime = McpRuntime::new(vec![server], Arc::new(router.clone()));
         let catalog = runtime.clone();
-        router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+        router.set_catalog_source(move |server| {
+            gatehouse_gateway::catalog::tool_catalog(&catalog.snapshot(), server)
+        });
         let ask = |tool: &'static str, arguments: Value| {
             let runtime = runtime.clone();
             async move {
@@ -748,7 +754,7 @@ async fn a_reused_id_is_settled_as_the_wire_ordered_it_whatever_order_routing_se
 /// audited with why, rather than waiting for a person nobody needs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_ends_when_the_request_it_belongs_to_ends() {
-    use gatehouse_mcp::calls::{CallKind, Calls, UpstreamCall};
+    use gatehouse_gateway::calls::{CallKind, Calls, UpstreamCall};
     let setup = router_only();
     let calls = Arc::new(Calls::default());
     setup.router.set_calls(calls.clone());
@@ -784,9 +790,46 @@ async fn a_question_ends_when_the_request_it_belongs_to_ends() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(
         lines[0]["reason"],
-        gatehouse_mcp::router::CALL_ENDED_REASON,
+        gatehouse_gateway::router::CALL_ENDED_REASON,
         "{}",
         lines[0]
     );
     assert!(setup.router.pending().is_empty());
+}
+
+/// What a connection refuses before routing (an unsolicited elicitation
+/// under 2026-07-28, `connection::inbound`) reaches the router as a
+/// `Refused` and gets its one audit line there: decided by policy, the
+/// error it was answered with as the answer, the cut id as every log shows.
+#[tokio::test]
+async fn an_elicitation_a_connection_refused_gets_its_one_audit_line() {
+    use gatehouse_mcp::handler::{ElicitationHandler, Refused};
+    let RouterOnly { router, audit } = router_only();
+    let own = format!("u-{}", "\u{85}".repeat(4096));
+    let cut = gatehouse_base::cut::cut(&own, gatehouse_base::cut::MAX_ID_CHARS).into_owned();
+    router.refused(Refused {
+        server: "sly".to_owned(),
+        request_id: rmcp::model::RequestId::String(cut.clone().into()),
+        mode: "url".to_owned(),
+        reason: gatehouse_mcp::connection::inbound::UNSOLICITED_REASON,
+        error: rmcp::model::ErrorData::invalid_params(
+            gatehouse_mcp::connection::inbound::UNSOLICITED_ERROR,
+            None,
+        ),
+        latency: std::time::Duration::from_micros(42),
+    });
+    let lines = audit.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line: Value = serde_json::from_str(&lines[0]).expect("JSON");
+    assert_eq!(line["server"], "sly");
+    assert_eq!(line["decided_by"], "policy");
+    assert_eq!(line["action"], "error");
+    assert_eq!(line["mode"], "url");
+    assert_eq!(
+        line["reason"],
+        gatehouse_mcp::connection::inbound::UNSOLICITED_REASON
+    );
+    assert_eq!(line["request_id"], json!(cut));
+    assert_eq!(line["answer"]["error"]["code"], -32602);
+    assert_eq!(line["latency_us"], 42);
 }

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gatehouse_audit::AuditLog;
 use gatehouse_core::chain::{Chain, ChainLink};
-use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::calls::{CallKind, Calls, UpstreamCall};
-use gatehouse_mcp::gateway::{Gateway, SERVER_META_KEY, Upstream};
+use gatehouse_gateway::calls::{CallKind, Calls, UpstreamCall};
+use gatehouse_gateway::router::{ElicitationSettings, Router};
+use gatehouse_gateway::{Gateway, SERVER_META_KEY, Upstream};
 use gatehouse_mcp::handler::{Delivery, IncomingElicitation};
-use gatehouse_mcp::router::{ElicitationSettings, Router};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
 use gatehouse_tests::audit_lines;
@@ -118,7 +118,9 @@ fn setup_with(upstream: Upstream, settings: ElicitationSettings, chain: Chain) -
     .expect("valid");
     let runtime = McpRuntime::new(vec![server], Arc::new(router.clone()));
     let catalog = runtime.clone();
-    router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+    router.set_catalog_source(move |server| {
+        gatehouse_gateway::catalog::tool_catalog(&catalog.snapshot(), server)
+    });
     let gateway = Gateway::new(runtime, upstream, calls.clone());
     Setup {
         router,

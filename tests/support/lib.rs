@@ -167,7 +167,7 @@ impl Drop for HttpServer {
 }
 
 /// The records of an in-memory audit log, parsed.
-pub fn audit_lines(audit: &gatehouse_mcp::audit::AuditLog) -> Vec<serde_json::Value> {
+pub fn audit_lines(audit: &gatehouse_audit::AuditLog) -> Vec<serde_json::Value> {
     audit
         .lines()
         .iter()

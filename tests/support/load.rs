@@ -237,7 +237,7 @@ fn write_config(dir: &Path, options: &LoadOptions) -> anyhow::Result<PathBuf> {
         // the gateway's bound working, not a lost answer.
         pending = options
             .workers
-            .max(gatehouse_mcp::gateway::DEFAULT_MAX_PENDING_PER_SESSION),
+            .max(gatehouse_gateway::DEFAULT_MAX_PENDING_PER_SESSION),
     );
     let path = dir.join("gatehouse.toml");
     std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
@@ -379,7 +379,7 @@ mod tests {
         }
         for (workers, pending) in [
             (64, 64),
-            (4, gatehouse_mcp::gateway::DEFAULT_MAX_PENDING_PER_SESSION),
+            (4, gatehouse_gateway::DEFAULT_MAX_PENDING_PER_SESSION),
         ] {
             let options = LoadOptions {
                 gatehouse: file("gatehouse"),
@@ -389,7 +389,7 @@ mod tests {
                 workers,
             };
             let path = write_config(dir.path(), &options).expect("config");
-            let config = gatehouse_mcp::config::Config::load(&path).expect("a valid config");
+            let config = gatehouse_gateway::config::Config::load(&path).expect("a valid config");
             assert_eq!(config.gateway.max_pending_per_session, pending);
         }
     }

@@ -1,5 +1,5 @@
 //! A scripted OpenAI-compatible `/chat/completions` endpoint on a free
-//! loopback port, for the model provider's tests (`gatehouse_mcp::model`).
+//! loopback port, for the model provider's tests (`gatehouse_models`).
 //!
 //! Each request takes the next [`Step`] of the script (the default step once
 //! the script is used up) and is recorded first, headers and body, so a test

@@ -7,22 +7,9 @@ use serde::Serialize;
 
 use gatehouse_core::outcome::Decision;
 
-/// The nearest-rank percentile of ascending `sorted` samples: the smallest
-/// sample with at least `percent`% of all samples at or below it (`0` gives
-/// the minimum, `100` and more the maximum). `None` for no samples.
-///
-/// ```
-/// use gatehouse_bench::percentile;
-/// let samples: Vec<u64> = (1..=100).collect();
-/// assert_eq!(percentile(&samples, 99), Some(99));
-/// assert_eq!(percentile(&samples, 50), Some(50));
-/// assert_eq!(percentile(&[], 50), None);
-/// ```
-pub fn percentile(sorted: &[u64], percent: u32) -> Option<u64> {
-    let count = sorted.len();
-    let rank = (count.saturating_mul(percent.min(100) as usize)).div_ceil(100);
-    sorted.get(rank.clamp(1, count.max(1)) - 1).copied()
-}
+/// The nearest-rank percentile ([`gatehouse_base::percentile`], the one
+/// definition `gatehouse audit --stats` reports too).
+pub use gatehouse_base::percentile::percentile;
 
 /// Latencies of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -228,12 +215,6 @@ mod tests {
     #[test]
     fn small_and_empty_inputs() {
         assert_eq!(LatencySummary::from_nanos(&mut []), None);
-        assert_eq!(percentile(&[], 99), None);
-        assert_eq!(percentile(&[7], 0), Some(7));
-        assert_eq!(percentile(&[7], 99), Some(7));
-        assert_eq!(percentile(&[1, 2], 50), Some(1));
-        assert_eq!(percentile(&[1, 2], 51), Some(2));
-        assert_eq!(percentile(&[1, 2], 250), Some(2));
         let summary = LatencySummary::from_nanos(&mut [u64::MAX, u64::MAX]).unwrap();
         assert_eq!(summary.mean, Duration::from_nanos(u64::MAX));
     }

@@ -73,16 +73,21 @@ pub mod config;
 pub mod context;
 pub mod contract;
 pub mod elicitation;
-pub mod escape;
 pub mod failure;
 pub mod inspect;
 pub mod model;
 pub mod model_budget;
 pub mod outcome;
-pub mod private_fs;
 pub mod request;
 pub mod sandbox;
 pub mod schema;
+
+/// Untrusted text made safe to print: [`gatehouse_base::escape`], the
+/// same module under the core's name.
+pub use gatehouse_base::escape;
+/// Files private to gatehouse's user: [`gatehouse_base::private_fs`], the
+/// same module under the core's name.
+pub use gatehouse_base::private_fs;
 
 /// What `tracing` writes, captured for the unit tests: one helper shared with
 /// the other crates' tests (`tests/support/capture.rs`).

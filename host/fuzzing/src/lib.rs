@@ -24,8 +24,8 @@ use gatehouse_core::context::ReviewContext;
 use gatehouse_core::elicitation::{Elicitation, ElicitationParams, RequestId, TRANSPORT_META_KEYS};
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::schema;
+use gatehouse_gateway::config::Config;
 use gatehouse_mcp::ELICITATION_METHOD;
-use gatehouse_mcp::config::Config;
 use gatehouse_mcp::discovery::{CapabilityRoot, DiscoveryLimits, discover_root};
 use gatehouse_mcp::rescue::{
     RAW_PARAMS_KEY, RESCUE_GROWTH, UTF8_BOM, rescue_message, unwrap_params,

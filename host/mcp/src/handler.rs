@@ -6,17 +6,17 @@
 //! ([`crate::router::Router`]) is the handler of every connection the
 //! gateway makes; [`DeclineAll`] is the safe default. An elicitation the
 //! connection refuses itself, before any handler (one sent outside any
-//! request of gatehouse's under protocol 2026-07-28), is written to the
-//! handler's [`ElicitationHandler::audit_log`].
+//! request of gatehouse's under protocol 2026-07-28), is reported to the
+//! handler as a [`Refused`] ([`ElicitationHandler::refused`]), so its owner
+//! can audit it beside what it decides.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{ElicitResult, ElicitationAction, ErrorData, RequestId};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-
-use crate::audit::AuditLog;
 
 /// An elicitation a server sent, as on the wire.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ pub struct IncomingElicitation {
     /// (`calls::current_call`: a 2026-07-28 input request arrives inside
     /// the call the gateway forwarded); `None` leaves the router to bind it
     /// by what is in flight.
-    pub call: Option<crate::calls::CallKey>,
+    pub call: Option<crate::on_behalf::CallKey>,
 }
 
 /// A pushed request's place among the server's requests that share its id,
@@ -87,8 +87,10 @@ pub const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 pub trait ElicitationHandler: Send + Sync + 'static {
     /// Answers one elicitation. An `Err` is sent to the server as a JSON-RPC
     /// error (for example -32602 for an undeclared mode).
+    /// The handler is asked through the `Arc` the connection shares, so
+    /// that the future can own it.
     fn elicit(
-        &self,
+        self: Arc<Self>,
         elicitation: IncomingElicitation,
     ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>>;
 
@@ -99,25 +101,69 @@ pub trait ElicitationHandler: Send + Sync + 'static {
         let _ = (server, elicitation_id);
     }
 
-    /// The audit log this handler writes its records to, if any. An
-    /// elicitation a connection refuses before it reaches [`elicit`]
+    /// The connection refused an elicitation before it reached [`elicit`]
     /// (sent outside any request of gatehouse's, which protocol 2026-07-28
-    /// forbids: `connection::inbound`) is audited there, so that every
-    /// elicitation still gets its one line. The default has none.
+    /// forbids: `connection::inbound`) and has already answered the server
+    /// with `refused.error`. A handler that audits what it decides records
+    /// it too, so that every elicitation still gets its one line. Called on
+    /// the connection's task: a handler that writes to a disk it waits for
+    /// does so on a blocking thread. The default only logs it at debug.
     ///
     /// [`elicit`]: ElicitationHandler::elicit
-    fn audit_log(&self) -> Option<Arc<AuditLog>> {
-        None
+    fn refused(&self, refused: Refused) {
+        tracing::debug!(
+            server = %gatehouse_base::escape::Escaped(&refused.server),
+            "an elicitation refused by the connection, with no handler recording it"
+        );
     }
+}
+
+/// An elicitation a connection refused itself, before any handler
+/// ([`ElicitationHandler::refused`]).
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The configured name of the server.
+    pub server: String,
+    /// The request's id as rmcp, the router and the logs see it (one longer
+    /// than 256 characters cut, as for [`IncomingElicitation::request_id`]).
+    pub request_id: RequestId,
+    /// The elicitation's mode as it claimed it: `form` when it named none,
+    /// `invalid` when its `mode` was not a string.
+    pub mode: String,
+    /// Why it was refused, for the record (e.g.
+    /// `connection::inbound::UNSOLICITED_REASON`).
+    pub reason: &'static str,
+    /// The JSON-RPC error the server was answered with.
+    pub error: ErrorData,
+    /// From its arrival to its refusal.
+    pub latency: Duration,
 }
 
 /// Declines every elicitation.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeclineAll;
 
+/// A shared handler, as its owner keeps it (the gateway's router).
+impl<T: ElicitationHandler + ?Sized> ElicitationHandler for Arc<T> {
+    fn elicit(
+        self: Arc<Self>,
+        elicitation: IncomingElicitation,
+    ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
+        T::elicit(Arc::clone(&*self), elicitation)
+    }
+
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        T::completed(self, server, elicitation_id);
+    }
+
+    fn refused(&self, refused: Refused) {
+        T::refused(self, refused);
+    }
+}
+
 impl ElicitationHandler for DeclineAll {
     fn elicit(
-        &self,
+        self: Arc<Self>,
         _: IncomingElicitation,
     ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
         Box::pin(async { Ok(ElicitResult::new(ElicitationAction::Decline)) })

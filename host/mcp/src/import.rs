@@ -33,7 +33,7 @@
 //!
 //! What the client wrote is untrusted text: [`Import::to_toml`] writes the
 //! tables with the `toml` serializer and every comment line escaped
-//! ([`gatehouse_core::escape`]), so a name or value can neither end a comment
+//! ([`gatehouse_base::escape`]), so a name or value can neither end a comment
 //! nor start a table of its own. A value with a newline is written as a
 //! multi-line string (still one value); a key whose value holds bidi
 //! controls, line separators or invisible characters, which TOML would keep
@@ -44,7 +44,7 @@ use std::fmt;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use gatehouse_core::escape::{Escaped, needs_escape};
+use gatehouse_base::escape::{Escaped, needs_escape};
 use serde_json::{Map, Value};
 
 use crate::discovery::sanitize_name;
@@ -1072,7 +1072,32 @@ pub const GATEWAY_ENTRY: &str = "gatehouse";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+
+    /// A written file as gatehouse reads its `[mcp_servers]` tables (the
+    /// gateway's `Config` embeds exactly these; the whole file's load is
+    /// tested through `gatehouse init` in `host/cli/tests/all/init.rs`).
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Config {
+        #[serde(default)]
+        mcp_servers: BTreeMap<String, RawServer>,
+    }
+
+    impl Config {
+        fn parse(text: &str, _: &Path) -> Result<Config, toml::de::Error> {
+            toml::from_str(text)
+        }
+
+        fn servers(
+            &self,
+        ) -> Result<Vec<crate::server_config::ServerConfig>, crate::server_config::ServerConfigError>
+        {
+            self.mcp_servers
+                .iter()
+                .map(|(name, raw)| raw.check(name))
+                .collect()
+        }
+    }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(name);

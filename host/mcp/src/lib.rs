@@ -1,36 +1,28 @@
-//! The MCP side of gatehouse, on top of the reviewer core
-//! ([`gatehouse_core`]) and the conformance kit ([`gatehouse_conformance`]):
-//! `gatehouse.toml`, connections to MCP servers and the runtime that keeps
-//! them current, discovery of servers in capability roots, the elicitation
-//! router, the audit log, and the gateway that serves the servers upstream.
+//! The MCP runtime of gatehouse: the servers it connects to. Their
+//! configuration (Codex-compatible `[mcp_servers.*]` tables:
+//! [`server_config`]), the connections (stdio and streamable HTTP:
+//! [`connection`]), the runtime that keeps them current with a coalesced,
+//! cancel-safe refresh ([`runtime`], [`refresh`]), servers discovered in
+//! capability roots and the trust they need to run ([`discovery`]), the
+//! import of an MCP client's own config ([`import`]), and file watching
+//! ([`watch`]).
 //!
-//! The data flows one way: [`runtime::McpRuntime`] (connections, tool
-//! catalog) → [`router::Router`] (each connection's
-//! [`handler::ElicitationHandler`]) → the core's review chain → an audit
-//! line ([`audit`]) → the answer back to the server; what no module decides
-//! goes to the person behind the upstream session ([`gateway`]).
+//! It knows no reviewer, sandbox or wasmtime (`tests/all/crate_graph.rs`
+//! keeps its dependency tree free of them): what a server asks of the person
+//! goes to the [`handler::ElicitationHandler`] its owner plugs in (the
+//! gateway's router), and what a request is sent on behalf of is the
+//! owner's [`on_behalf::CallKey`].
 
-pub mod audit;
-pub mod calls;
-pub mod config;
-pub mod config_file;
 pub mod connection;
-pub mod control;
 pub mod discovery;
-pub mod gateway;
 pub mod handler;
 pub mod import;
-pub mod instance;
-pub mod model;
 pub mod naming;
+pub mod on_behalf;
 pub mod refresh;
-pub mod reload;
 pub mod rescue;
-pub mod router;
 pub mod runtime;
 pub mod server_config;
-pub mod source;
-mod stdio;
 pub mod watch;
 
 /// What `tracing` writes, captured for the unit tests (`tests/support/capture.rs`).

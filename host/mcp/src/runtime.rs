@@ -27,19 +27,27 @@ use crate::handler::{ConnectionHooks, ElicitationHandler};
 use crate::naming::qualified_names;
 use crate::refresh::RefreshState;
 use crate::server_config::ServerConfig;
-use gatehouse_core::context::{CatalogTool, ToolAnnotations, ToolCatalog};
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 
 /// Where the desired server set comes from (the config file and discovery).
+/// It is asked through an `Arc` it shares with the runtime, so that a
+/// source may build the list on a thread of its own.
 pub trait DesiredServers: Send + Sync + 'static {
     /// The servers that should run now.
-    fn desired(&self) -> BoxFuture<'_, Result<Vec<ServerConfig>, RuntimeError>>;
+    fn desired(self: Arc<Self>) -> BoxFuture<'static, Result<Vec<ServerConfig>, RuntimeError>>;
 }
 
 /// A fixed server list.
 impl DesiredServers for Vec<ServerConfig> {
-    fn desired(&self) -> BoxFuture<'_, Result<Vec<ServerConfig>, RuntimeError>> {
-        Box::pin(async move { Ok(self.clone()) })
+    fn desired(self: Arc<Self>) -> BoxFuture<'static, Result<Vec<ServerConfig>, RuntimeError>> {
+        Box::pin(async move { Ok(self.as_ref().clone()) })
+    }
+}
+
+/// A shared source, as the host keeps it to tell it about roots.
+impl<T: DesiredServers + ?Sized> DesiredServers for Arc<T> {
+    fn desired(self: Arc<Self>) -> BoxFuture<'static, Result<Vec<ServerConfig>, RuntimeError>> {
+        T::desired(Arc::clone(&*self))
     }
 }
 
@@ -63,7 +71,7 @@ pub enum RuntimeError {
 /// One tool the runtime serves: the tool as its server lists it, with that
 /// server and the qualified name (`server__tool`, [`crate::naming`]) it is
 /// served under upstream. (The reviewer's view of a listed tool is the
-/// core's [`gatehouse_core::context::CatalogTool`].)
+/// core's `CatalogTool`, which the gateway makes of it.)
 #[derive(Debug, Clone)]
 pub struct QualifiedTool {
     /// The qualified name (`server__tool`).
@@ -112,43 +120,12 @@ impl Snapshot {
     pub fn failures(&self) -> &BTreeMap<String, String> {
         &self.failures
     }
-
-    /// A server's tools as the reviewer's identity-binding catalog, or `None`
-    /// if the server is not connected.
-    pub fn catalog_for(&self, server: &str) -> Option<ToolCatalog> {
-        self.connections.get(server)?;
-        let mut catalog = ToolCatalog::default();
-        for entry in self.tools.iter().filter(|entry| entry.server == server) {
-            catalog.insert(catalog_tool(&entry.tool));
-        }
-        Some(catalog)
-    }
-}
-
-fn catalog_tool(tool: &Tool) -> CatalogTool {
-    let annotations = tool.annotations.as_ref();
-    CatalogTool {
-        name: tool.name.to_string(),
-        title: tool.title.clone(),
-        description: tool.description.as_ref().map(ToString::to_string),
-        annotations: ToolAnnotations {
-            read_only_hint: annotations.and_then(|a| a.read_only_hint),
-            destructive_hint: annotations.and_then(|a| a.destructive_hint),
-            idempotent_hint: annotations.and_then(|a| a.idempotent_hint),
-            open_world_hint: annotations.and_then(|a| a.open_world_hint),
-        },
-        meta: tool
-            .meta
-            .as_ref()
-            .and_then(|meta| serde_json::to_value(meta).ok())
-            .and_then(|value| value.as_object().cloned()),
-    }
 }
 
 struct Inner {
     refresh: RefreshState,
     snapshot: ArcSwap<Snapshot>,
-    source: Box<dyn DesiredServers>,
+    source: Arc<dyn DesiredServers>,
     elicitation: Arc<dyn ElicitationHandler>,
     reconnect: Mutex<HashSet<String>>,
     connects: AtomicU64,
@@ -194,7 +171,7 @@ impl McpRuntime {
             inner: Arc::new(Inner {
                 refresh,
                 snapshot: ArcSwap::from_pointee(Snapshot::default()),
-                source: Box::new(source),
+                source: Arc::new(source),
                 elicitation,
                 reconnect: Mutex::new(HashSet::new()),
                 connects: AtomicU64::new(0),
@@ -355,7 +332,7 @@ impl McpRuntime {
 async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), RuntimeError> {
     use futures::StreamExt;
 
-    let desired = inner.source.desired().await?;
+    let desired = inner.source.clone().desired().await?;
     let current = inner.snapshot.load_full();
     let reconnect: HashSet<String> = inner
         .reconnect

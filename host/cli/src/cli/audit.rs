@@ -1,6 +1,6 @@
 //! `gatehouse audit`: the audit log read back, as a table of decisions, as
 //! JSON lines, or as counts and latency percentiles; `--follow` prints new
-//! records as they are written. The reading is `gatehouse_mcp::audit::read`;
+//! records as they are written. The reading is `gatehouse_audit::read`;
 //! this module picks the file, filters and prints.
 
 use std::io::{self, BufWriter, Write};
@@ -10,13 +10,13 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use clap::ValueEnum;
-use gatehouse_core::escape::{Escaped, escape, to_json_string};
-use gatehouse_mcp::audit::DecidedBy;
-use gatehouse_mcp::audit::read::{
+use gatehouse_audit::DecidedBy;
+use gatehouse_audit::read::{
     self, AuditEntry, AuditFilter, AuditStats, AuditTail, Decider, ReadError, ReadLine, Recovered,
     Unreadable, UnreadableLine,
 };
-use gatehouse_mcp::config::Config;
+use gatehouse_base::escape::{Escaped, escape, to_json_string};
+use gatehouse_gateway::config::Config;
 use serde_json::{Value, json};
 
 use super::Format;

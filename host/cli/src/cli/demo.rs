@@ -18,18 +18,18 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use futures::future::BoxFuture;
+use gatehouse_audit::AuditLog;
+use gatehouse_base::escape::Escaped;
 use gatehouse_conformance::model::{ALLOW_ANSWER, DENY_ANSWER, ModelScript, ScriptedModel, Step};
 use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_core::context::ApprovalPolicy;
-use gatehouse_core::escape::Escaped;
 use gatehouse_core::model::ModelGrant;
 use gatehouse_core::sandbox::{Limits, Sandbox};
-use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::calls::{CallKind, Calls, SessionId, UpstreamCall};
-use gatehouse_mcp::handler::{ElicitationHandler, IncomingElicitation};
-use gatehouse_mcp::router::{
+use gatehouse_gateway::calls::{CallKind, Calls, SessionId, UpstreamCall};
+use gatehouse_gateway::router::{
     ElicitationSettings, NoAnswer, NotAsked, Person, Router, ServerOverrides,
 };
+use gatehouse_mcp::handler::{ElicitationHandler, IncomingElicitation, Refused};
 use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::server_config::RawServer;
 use rmcp::model::{ElicitResult, ErrorData};
@@ -95,10 +95,10 @@ impl ByServer {
 
 impl ElicitationHandler for ByServer {
     fn elicit(
-        &self,
+        self: Arc<Self>,
         elicitation: IncomingElicitation,
     ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
-        self.router(&elicitation.server).elicit(elicitation)
+        self.router(&elicitation.server).clone().elicit(elicitation)
     }
 
     fn completed(&self, server: &str, elicitation_id: &str) {
@@ -107,8 +107,8 @@ impl ElicitationHandler for ByServer {
 
     /// Both routers write the one log: what a connection refuses before
     /// routing is audited there too.
-    fn audit_log(&self) -> Option<Arc<AuditLog>> {
-        self.reference.audit_log()
+    fn refused(&self, refused: Refused) {
+        self.reference.refused(refused);
     }
 }
 
@@ -230,7 +230,9 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     for router in [&router, &model_router] {
         let catalog = mcp.clone();
-        router.set_catalog_source(move |name| catalog.snapshot().catalog_for(name));
+        router.set_catalog_source(move |name| {
+            gatehouse_gateway::catalog::tool_catalog(&catalog.snapshot(), name)
+        });
     }
     mcp.refresh_if_dirty().await?;
 

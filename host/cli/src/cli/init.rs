@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 use gatehouse_core::private_fs;
 use gatehouse_mcp::import::permissions::{RuleMove, claude_rules, cursor_rules};
 use gatehouse_mcp::import::{

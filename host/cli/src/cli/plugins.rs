@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
+use gatehouse_gateway::source::{ConfigSource, PluginReport};
 use gatehouse_mcp::discovery::{PluginStatus, TrustMode, TrustState, TrustStore};
 use gatehouse_mcp::server_config::Transport;
-use gatehouse_mcp::source::{ConfigSource, PluginReport};
 use serde_json::{Value, json};
 
 use super::Format;
@@ -190,7 +190,7 @@ fn trust(args: &TrustArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn untrust(args: &UntrustArgs) -> anyhow::Result<ExitCode> {
-    let config = gatehouse_mcp::config::Config::load(&args.config.config)?;
+    let config = gatehouse_gateway::config::Config::load(&args.config.config)?;
     let mut store = TrustStore::load(config.trust_file())?;
     for name in &args.names {
         if !store.untrust(name) {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use gatehouse_mcp::config::Config;
+use gatehouse_gateway::config::Config;
 
 /// Reload the reviewer chain of every `gatehouse serve` running with this
 /// config (or the one `--instance` names), through their control sockets
@@ -28,7 +28,7 @@ pub struct ReloadArgs {
 }
 
 fn instance_id(text: &str) -> Result<String, String> {
-    if gatehouse_mcp::instance::is_id(text) {
+    if gatehouse_gateway::instance::is_id(text) {
         Ok(text.to_owned())
     } else {
         Err(
@@ -43,15 +43,15 @@ pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
     let dir = config.control_dir();
     #[cfg(unix)]
     {
-        use gatehouse_core::escape::Escaped;
+        use gatehouse_base::escape::Escaped;
         // Each server's uid is checked before anything is sent: a socket
         // another user planted, or their server, gets nothing.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let answers = runtime.block_on(gatehouse_mcp::control::request_each(
+        let answers = runtime.block_on(gatehouse_gateway::control::request_each(
             &dir,
-            gatehouse_mcp::control::Request::Reload,
+            gatehouse_gateway::control::Request::Reload,
             args.instance.as_deref(),
         ))?;
         for instance in &answers.stale {

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::ValueEnum;
+use gatehouse_audit::DecidedBy;
+use gatehouse_base::escape::Escaped;
 use gatehouse_conformance::model::ModelScript;
 use gatehouse_core::answer::ElicitAnswer;
 use gatehouse_core::chain::{Chain, ChainReport, Verdict};
@@ -27,13 +29,11 @@ use gatehouse_core::context::{
 };
 use gatehouse_core::contract::World;
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
-use gatehouse_core::escape::Escaped;
 use gatehouse_core::model::{ModelCallRecord, ModelGrant};
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{ModuleReport, Sandbox};
-use gatehouse_mcp::audit::DecidedBy;
-use gatehouse_mcp::config::Config;
-use gatehouse_mcp::router::{Effective, Unhandled};
+use gatehouse_gateway::config::Config;
+use gatehouse_gateway::router::{Effective, Unhandled};
 use serde_json::{Value, json};
 
 use super::Format;
@@ -230,7 +230,7 @@ pub fn run(args: ReviewArgs) -> anyhow::Result<ExitCode> {
             Format::Text => print_text(path, &request, &served, on_unhandled),
             Format::Json => println!(
                 "{}",
-                gatehouse_core::escape::to_json_string(&json_report(
+                gatehouse_base::escape::to_json_string(&json_report(
                     path, &request, &served, &under
                 ))?
             ),
@@ -451,7 +451,7 @@ fn models(args: &ReviewArgs, config: &Config) -> anyhow::Result<Models> {
         .enable_all()
         .build()
         .context("cannot start the runtime the models' requests run on")?;
-    models.grants = gatehouse_mcp::model::build_models(&configured, runtime.handle().clone())?;
+    models.grants = gatehouse_models::build_models(&configured, runtime.handle().clone())?;
     models.runtime = Some(runtime);
     Ok(models)
 }

@@ -5,17 +5,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use gatehouse_audit::AuditLog;
 use gatehouse_conformance::Kit;
 use gatehouse_core::chain::Chain;
 use gatehouse_core::sandbox::Sandbox;
-use gatehouse_mcp::audit::AuditLog;
-use gatehouse_mcp::config_file::{ConfigFile, Reread};
-use gatehouse_mcp::gateway::http::HttpServer;
-use gatehouse_mcp::gateway::{Gateway, Upstream};
-use gatehouse_mcp::reload::Reloader;
-use gatehouse_mcp::router::Router;
+use gatehouse_gateway::config_file::{ConfigFile, Reread};
+use gatehouse_gateway::http::HttpServer;
+use gatehouse_gateway::reload::Reloader;
+use gatehouse_gateway::router::Router;
+use gatehouse_gateway::source::ConfigSource;
+use gatehouse_gateway::{Gateway, Upstream};
 use gatehouse_mcp::runtime::McpRuntime;
-use gatehouse_mcp::source::ConfigSource;
 use gatehouse_mcp::watch::FileWatcher;
 use rmcp::ServiceExt;
 
@@ -59,7 +59,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // The HTTP listener's address and token are settled first: a refused
     // address or an unset token variable stops here, before anything starts.
     let http = match &args.listen {
-        Some(address) => Some(HttpServer::from_config(&config, address)?),
+        Some(address) => Some(
+            HttpServer::with_token(
+                address,
+                config.gateway.bearer_token_env_var.as_deref(),
+                &config.token_file(),
+            )?
+            .allowed_origins(config.gateway.allowed_origins.iter().cloned())
+            .max_sessions(config.gateway.max_http_sessions),
+        ),
         None => None,
     };
     if let Some(file) = http.as_ref().and_then(HttpServer::token_file) {
@@ -67,7 +75,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
         eprintln!(
             "gatehouse: HTTP clients must send `Authorization: Bearer <token>`; the token is in {} (new at every start)",
-            gatehouse_core::escape::Escaped(&file.display().to_string())
+            gatehouse_base::escape::Escaped(&file.display().to_string())
         );
     }
     // Room in the pool for every module's own limits; a reload asking for
@@ -79,7 +87,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     // This process among those serving the config: its control socket and
     // every audit line it writes carry the id.
-    let instance = gatehouse_mcp::instance::new_id();
+    let instance = gatehouse_gateway::instance::new_id();
     let audit = Arc::new(
         AuditLog::open_with(config.audit_log_path(), config.elicitations.audit_sync)?
             .with_instance(instance.clone()),
@@ -116,7 +124,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let on_stdio = http.is_none();
         let client_gone = async move {
             if on_stdio {
-                gatehouse_mcp::gateway::stdio::client_gone().await;
+                gatehouse_gateway::stdio::client_gone().await;
             } else {
                 std::future::pending::<()>().await;
             }
@@ -139,9 +147,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let catalog = mcp.clone();
     // The requests in flight, by server: an elicitation goes only to the
     // session whose request made the server ask.
-    let calls = Arc::new(gatehouse_mcp::calls::Calls::default());
+    let calls = Arc::new(gatehouse_gateway::calls::Calls::default());
     router.set_calls(calls.clone());
-    router.set_catalog_source(move |server| catalog.snapshot().catalog_for(server));
+    router.set_catalog_source(move |server| {
+        gatehouse_gateway::catalog::tool_catalog(&catalog.snapshot(), server)
+    });
     // The servers come up in the background, each published as it does:
     // `initialize` is answered at once whatever they do, and a slow or
     // failing server holds nobody else (the gateway's list requests wait
@@ -153,7 +163,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             if let Err(error) = mcp.refresh_if_dirty().await {
                 tracing::error!(
                     "an MCP server did not start; serving the others, and retrying at the next request: {}",
-                    gatehouse_core::escape::Escaped(&error.to_string())
+                    gatehouse_base::escape::Escaped(&error.to_string())
                 );
             }
         });
@@ -258,14 +268,14 @@ fn spawn_reloads(
     socket: &std::path::Path,
 ) -> anyhow::Result<Reloads> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let asked: gatehouse_mcp::control::Job = {
+    let asked: gatehouse_gateway::control::Job = {
         let (reloader, mcp) = (reloader.clone(), mcp.clone());
         Arc::new(move || Box::pin(reload_now(reloader.clone(), mcp.clone())))
     };
     let coalescer =
-        gatehouse_mcp::control::Coalescer::new(std::time::Duration::from_millis(100), asked);
+        gatehouse_gateway::control::Coalescer::new(std::time::Duration::from_millis(100), asked);
     let modules_changed = Arc::new(AtomicBool::new(false));
-    let followed: gatehouse_mcp::control::Job = {
+    let followed: gatehouse_gateway::control::Job = {
         let (reloader, file, modules_changed) =
             (reloader.clone(), file.clone(), modules_changed.clone());
         Arc::new(move || {
@@ -279,7 +289,7 @@ fn spawn_reloads(
         })
     };
     let follower =
-        gatehouse_mcp::control::Coalescer::new(std::time::Duration::from_millis(100), followed);
+        gatehouse_gateway::control::Coalescer::new(std::time::Duration::from_millis(100), followed);
     let config = std::path::absolute(file.path()).unwrap_or_else(|_| file.path().to_path_buf());
     let mut watched: Vec<PathBuf> = reloader.module_paths();
     watched.push(config.clone());
@@ -298,7 +308,7 @@ fn spawn_reloads(
     let mut tasks = Vec::new();
     #[cfg(unix)]
     {
-        use gatehouse_mcp::control::{self, Handler, Request};
+        use gatehouse_gateway::control::{self, Handler, Request};
         let on_hangup = coalescer.clone();
         let hangup_audit = audit.clone();
         let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -381,7 +391,7 @@ async fn follow_change(
         Err(error) => {
             tracing::warn!(
                 "config change refused; the last whole version keeps serving: {}",
-                gatehouse_core::escape::Escaped(&error.to_string())
+                gatehouse_base::escape::Escaped(&error.to_string())
             );
             false
         }
@@ -400,7 +410,7 @@ async fn follow_change(
 /// logged too).
 fn reload_line(
     outcome: Result<
-        Result<gatehouse_mcp::reload::Reloaded, gatehouse_mcp::reload::ReloadError>,
+        Result<gatehouse_gateway::reload::Reloaded, gatehouse_gateway::reload::ReloadError>,
         tokio::task::JoinError,
     >,
 ) -> String {
@@ -458,7 +468,7 @@ async fn serve_stdio(
     // client may kill its servers soon after closing their stdin, and on a
     // busy machine the rest of the shutdown may not come first.
     let socket = control_socket.to_path_buf();
-    let transport = gatehouse_mcp::gateway::stdio::transport_then(&gateway, move || {
+    let transport = gatehouse_gateway::stdio::transport_then(&gateway, move || {
         let _ = std::fs::remove_file(socket);
     });
     let mut stopped = std::pin::pin!(stopped);

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
-use gatehouse_mcp::audit::{AuditRecord, AuditStep, DecidedBy, read};
+use gatehouse_audit::{AuditRecord, AuditStep, DecidedBy, read};
 use serde_json::{Value, json};
 
 use crate::paths::gatehouse;

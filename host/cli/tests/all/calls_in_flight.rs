@@ -19,7 +19,7 @@ use crate::paths::{demo_server, guest};
 use crate::tool_result::result_text as text;
 
 /// The first line of the gateway's answer to an approval request that
-/// describes none of the calls in flight (`gatehouse_mcp::router`).
+/// describes none of the calls in flight (`gatehouse_gateway::router`).
 const UNMATCHED_HEADLINE: &str =
     "This approval request was declined because it does not match any call the agent made.";
 

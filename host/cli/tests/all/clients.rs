@@ -159,7 +159,7 @@ impl Setup {
         write_script(
             &wrapper,
             &format!(
-                "#!/bin/sh\necho $$ >> {}\nRUST_LOG=warn,gatehouse_mcp::gateway=info exec {} \"$@\" 2>> {}\n",
+                "#!/bin/sh\necho $$ >> {}\nRUST_LOG=warn,gatehouse_gateway=info exec {} \"$@\" 2>> {}\n",
                 sh_quote(&path.join("gatehouse.pids").display().to_string()),
                 sh_quote(env!("CARGO_BIN_EXE_gatehouse")),
                 sh_quote(&path.join("gatehouse.log").display().to_string()),
@@ -191,7 +191,7 @@ impl Setup {
             Command::new(env!("CARGO_BIN_EXE_gatehouse"))
                 .args(["serve", "--listen", "127.0.0.1:0", "--config"])
                 .arg(&self.config)
-                .env("RUST_LOG", "warn,gatehouse_mcp::gateway=debug")
+                .env("RUST_LOG", "warn,gatehouse_gateway=debug")
                 .stderr(log),
             "listening on ",
             "gatehouse starts",

@@ -474,7 +474,7 @@ async fn a_backend_killed_while_its_question_waits_withdraws_and_audits_it() {
     let reason = lines[0]["reason"].as_str().unwrap_or_default();
     assert_eq!(
         reason,
-        gatehouse_mcp::router::SERVER_GONE_REASON,
+        gatehouse_gateway::router::SERVER_GONE_REASON,
         "the reason names the server's going, not the client's"
     );
     assert_eq!(lines[0]["answer"]["action"], "cancel", "{}", lines[0]);
@@ -757,7 +757,7 @@ async fn an_http_backend_reset_strands_no_question_and_drops_no_elicitation() {
         Err(_) => {
             assert_eq!(
                 lines[0]["reason"],
-                gatehouse_mcp::router::CALL_ENDED_REASON,
+                gatehouse_gateway::router::CALL_ENDED_REASON,
                 "{}",
                 lines[0]
             );

@@ -74,7 +74,7 @@ pub fn reload(config: &Path) -> (bool, String) {
     let answers: String = String::from_utf8_lossy(&output.stdout)
         .lines()
         .map(|line| match line.split_once(": ") {
-            Some((instance, answer)) if gatehouse_mcp::instance::is_id(instance) => {
+            Some((instance, answer)) if gatehouse_gateway::instance::is_id(instance) => {
                 format!("{answer}\n")
             }
             _ => format!("{line}\n"),

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
-use gatehouse_mcp::config::Config;
-use gatehouse_mcp::router::ElicitationSettings;
+use gatehouse_gateway::config::Config;
+use gatehouse_gateway::router::ElicitationSettings;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 

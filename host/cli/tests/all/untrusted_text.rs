@@ -1,5 +1,5 @@
 //! Text from guests, servers and manifests reaches the terminal and the log
-//! escaped (`gatehouse_core::escape`): no raw ESC, CR or C1 control, no bidi
+//! escaped (`gatehouse_base::escape`): no raw ESC, CR or C1 control, no bidi
 //! override, and no forged second line. The guest `hostile-text` and the
 //! server `hostile-server --mode terminal-escapes` say the same payload
 //! everywhere they can: it retitles the terminal, erases the line, returns
@@ -18,9 +18,9 @@ use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gatehouse_base::escape::needs_escape;
 use gatehouse_core::context::ReviewContext;
 use gatehouse_core::elicitation::{ElicitationParams, RequestId};
-use gatehouse_core::escape::needs_escape;
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{Limits, Sandbox};
 

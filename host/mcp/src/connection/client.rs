@@ -29,7 +29,7 @@ use crate::ELICITATION_METHOD;
 use crate::handler::{ConnectionHooks, Delivery, ELICITATION_COMPLETE, IncomingElicitation};
 use crate::rescue::unwrap_params;
 use crate::server_config::Lifecycle;
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 
 /// The rmcp client side of a connection.
 pub(super) struct ClientSide {
@@ -74,7 +74,7 @@ impl ClientSide {
             // the gateway's call is current here; a pushed request's handler
             // runs in a task of its own, where nothing is, but over HTTP the
             // stream it came on names the request it was sent under.
-            call: crate::calls::current_call()
+            call: crate::on_behalf::current_call()
                 .or_else(|| self.sent_under.call_for(&context.extensions)),
         }
     }
@@ -146,6 +146,7 @@ impl ClientHandler for ClientSide {
         let params = serde_json::to_value(&request).unwrap_or(Value::Null);
         self.hooks
             .elicitation
+            .clone()
             .elicit(self.incoming(params, &context))
     }
 
@@ -168,7 +169,7 @@ impl ClientHandler for ClientSide {
             let Some(elicitation) = elicitation else {
                 return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, method, None));
             };
-            let result = self.hooks.elicitation.elicit(elicitation).await?;
+            let result = self.hooks.elicitation.clone().elicit(elicitation).await?;
             serde_json::to_value(result)
                 .map(CustomResult::new)
                 .map_err(|error| ErrorData::internal_error(error.to_string(), None))

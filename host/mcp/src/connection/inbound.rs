@@ -1,6 +1,7 @@
 //! What a server sends, looked at before rmcp's service loop sees it: long
 //! request ids cut, and requests sent outside any request of gatehouse's
-//! refused, audited and logged within a budget.
+//! refused, reported to the handler (which audits them) and logged within a
+//! budget.
 //!
 //! **Long ids.** A server picks the JSON-RPC id of each request it sends,
 //! of any length. rmcp logs it whole at `warn` when a handler answers with
@@ -26,9 +27,10 @@
 //! request of gatehouse's to the server is in flight (rmcp's "coarse" check;
 //! this transport sees every request go out and every answer come back).
 //! Such a request never reaches rmcp: it gets the same `-32602` under its own
-//! id, an elicitation gets one audit line (decided by `policy`, the reason
-//! [`UNSOLICITED_REASON`], the error as the answer) in the handler's audit
-//! log ([`ElicitationHandler::audit_log`]), and a warning names the server
+//! id, an elicitation is reported to the handler ([`Refused`], the reason
+//! [`UNSOLICITED_REASON`], through [`ElicitationHandler::refused`]: the
+//! router audits it, decided by `policy`, the error as the answer), and a
+//! warning names the server
 //! and the cut id, at most [`WARN_BURST`] at once and [`WARN_PER_SEC`] a
 //! second per server (`LogBudget`, as for the server's stderr), the
 //! rest counted and reported with the next warning. Under older protocols
@@ -48,12 +50,11 @@ use rmcp::service::{InboundStreamOrigin, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
 
-use crate::audit::bound::{MAX_ID_CHARS, cut};
-use crate::audit::{AuditRecord, AuditSync, DecidedBy, now_rfc3339};
-use crate::handler::{ElicitationHandler, WireArrival};
+use crate::connection::stdio::LogBudget;
+use crate::handler::{ElicitationHandler, Refused, WireArrival};
 use crate::server_config::DISCOVER_PROTOCOL_VERSION;
-use crate::stdio::LogBudget;
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::cut::{MAX_ID_CHARS, cut};
+use gatehouse_base::escape::Escaped;
 
 /// The error an unsolicited request gets: rmcp's own words.
 pub const UNSOLICITED_ERROR: &str =
@@ -73,7 +74,7 @@ pub const WARN_PER_SEC: u32 = 1;
 pub(super) struct Context {
     /// The server's configured name.
     pub(super) server: String,
-    /// Where refused elicitations are audited.
+    /// Where refused elicitations are reported, to be audited.
     pub(super) handler: Arc<dyn ElicitationHandler>,
     /// The negotiated protocol version, once known (shared with the client
     /// side; set here when the `initialize` result passes).
@@ -312,7 +313,7 @@ impl<T: Transport<RoleClient>> Inbound<T> {
     }
 
     /// Answers an unsolicited request (`id` as rmcp would see it, `own` the
-    /// server's) with rmcp's error, audits it if it is an elicitation, and
+    /// server's) with rmcp's error, reports it to the handler if it is an elicitation, and
     /// warns within the budget.
     fn refuse(&mut self, id: &RequestId, own: RequestId, request: &ServerRequest, at: Instant) {
         {
@@ -347,20 +348,13 @@ impl<T: Transport<RoleClient>> Inbound<T> {
                 Some(Value::String(mode)) => mode.clone(),
                 Some(_) => "invalid".to_owned(),
             };
-            self.audit(AuditRecord {
-                time: now_rfc3339(),
+            self.context.handler.refused(Refused {
                 server: self.context.server.clone(),
-                request_id: serde_json::to_value(id).unwrap_or(Value::Null),
-                session: None,
-                turn: None,
-                instance: None,
-                client: None,
+                request_id: id.clone(),
                 mode,
-                decided_by: DecidedBy::Policy,
-                reason: UNSOLICITED_REASON.to_owned(),
-                steps: Vec::new(),
-                answer: serde_json::json!({"error": {"code": error.code.0, "message": error.message}}),
-                latency_us: u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX),
+                reason: UNSOLICITED_REASON,
+                error: error.clone(),
+                latency: at.elapsed(),
             });
         }
         let mut state = self.lock();
@@ -380,27 +374,6 @@ impl<T: Transport<RoleClient>> Inbound<T> {
                 "refused {method} sent outside any request gatehouse had in flight on this server \
                  (protocol {version}, SEP-2260)"
             );
-        }
-    }
-
-    /// Writes `record` to the handler's audit log, if it has one; with
-    /// `audit_sync = "always"` on a blocking thread, as the router does.
-    fn audit(&self, record: AuditRecord) {
-        let Some(log) = self.context.handler.audit_log() else {
-            tracing::debug!(server = %Escaped(&self.context.server), "no audit log to record a refused elicitation in");
-            return;
-        };
-        let server = self.context.server.clone();
-        let always = log.sync_mode() == AuditSync::Always;
-        let write = move || {
-            if let Err(error) = log.write(&record) {
-                tracing::error!(server = %Escaped(&server), "{error}");
-            }
-        };
-        if always {
-            tokio::task::spawn_blocking(write);
-        } else {
-            write();
         }
     }
 }
@@ -513,7 +486,6 @@ mod tests {
     use rmcp::model::{ElicitResult, ElicitationAction};
     use serde_json::json;
 
-    use crate::audit::AuditLog;
     use crate::handler::IncomingElicitation;
 
     /// A transport that yields `incoming` and keeps what is sent.
@@ -546,19 +518,22 @@ mod tests {
         }
     }
 
-    /// Declines everything; audits to memory.
-    struct Audited(Arc<AuditLog>);
+    /// Declines everything; keeps what the connection refused.
+    struct Recorded(Arc<Mutex<Vec<Refused>>>);
 
-    impl ElicitationHandler for Audited {
+    impl ElicitationHandler for Recorded {
         fn elicit(
-            &self,
+            self: Arc<Self>,
             _: IncomingElicitation,
         ) -> BoxFuture<'static, Result<ElicitResult, ErrorData>> {
             Box::pin(async { Ok(ElicitResult::new(ElicitationAction::Decline)) })
         }
 
-        fn audit_log(&self) -> Option<Arc<AuditLog>> {
-            Some(self.0.clone())
+        fn refused(&self, refused: Refused) {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(refused);
         }
     }
 
@@ -577,12 +552,12 @@ mod tests {
     struct Setup {
         inbound: Inbound<Fake>,
         sent: Arc<Mutex<Vec<Value>>>,
-        audit: Arc<AuditLog>,
+        refused: Arc<Mutex<Vec<Refused>>>,
     }
 
     fn setup(protocol: Option<&str>, incoming: Vec<ServerJsonRpcMessage>) -> Setup {
         let sent = Arc::new(Mutex::new(Vec::new()));
-        let audit = Arc::new(AuditLog::in_memory());
+        let refused = Arc::new(Mutex::new(Vec::new()));
         let protocol_version = Arc::new(OnceLock::new());
         if let Some(protocol) = protocol {
             let _ = protocol_version.set(protocol.to_owned());
@@ -594,7 +569,7 @@ mod tests {
             },
             Context {
                 server: "sly".to_owned(),
-                handler: Arc::new(Audited(audit.clone())),
+                handler: Arc::new(Recorded(refused.clone())),
                 protocol_version,
                 closed: tokio_util::sync::CancellationToken::new(),
             },
@@ -602,11 +577,19 @@ mod tests {
         Setup {
             inbound,
             sent,
-            audit,
+            refused,
         }
     }
 
     impl Setup {
+        /// What the connection reported to the handler as refused.
+        fn refused(&self) -> Vec<Refused> {
+            self.refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        }
+
         async fn sent(&self) -> Vec<Value> {
             // The refusals are sent from a task of their own.
             for _ in 0..100 {
@@ -643,10 +626,7 @@ mod tests {
             panic!("a string id: {cut}");
         };
         assert!(cut.chars().count() <= MAX_ID_CHARS, "{}", cut.len());
-        assert_eq!(
-            Value::String(cut.clone()),
-            *crate::audit::bound::bound_id(&json!(own))
-        );
+        assert_eq!(cut, gatehouse_base::cut::cut(&own, MAX_ID_CHARS));
         // The answer goes back under the server's own id.
         setup
             .send(json!({"jsonrpc": "2.0", "id": cut, "result": {"action": "decline"}}))
@@ -659,11 +639,11 @@ mod tests {
         let wire = serde_json::to_value(&cancelled).expect("JSON");
         assert_eq!(wire["params"]["requestId"], json!(cut));
         assert!(lock(&setup.inbound.state).long_ids.is_empty());
-        assert!(setup.audit.lines().is_empty(), "nothing refused");
+        assert!(setup.refused().is_empty(), "nothing refused");
     }
 
     #[tokio::test]
-    async fn an_unsolicited_elicitation_under_2026_07_28_is_refused_and_audited_here() {
+    async fn an_unsolicited_elicitation_under_2026_07_28_is_refused_here_and_reported() {
         let ping = message(json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}));
         let own = format!("u-{}", "\u{85}".repeat(1 << 19));
         let mut setup = setup(Some("2026-07-28"), vec![elicitation(json!(own)), ping]);
@@ -675,17 +655,21 @@ mod tests {
         assert_eq!(sent[0]["id"], json!(own), "under the server's own id");
         assert_eq!(sent[0]["error"]["code"], -32602);
         assert_eq!(sent[0]["error"]["message"], UNSOLICITED_ERROR);
-        let lines = setup.audit.lines();
-        assert_eq!(lines.len(), 1);
-        let line: Value = serde_json::from_str(&lines[0]).expect("JSON");
-        assert_eq!(line["server"], "sly");
-        assert_eq!(line["decided_by"], "policy");
-        assert_eq!(line["action"], "error");
-        assert_eq!(line["mode"], "form");
-        assert_eq!(line["reason"], UNSOLICITED_REASON);
+        let refused = setup.refused();
+        assert_eq!(refused.len(), 1);
+        let refused = &refused[0];
+        assert_eq!(refused.server, "sly");
+        assert_eq!(refused.mode, "form");
+        assert_eq!(refused.reason, UNSOLICITED_REASON);
+        assert_eq!(refused.error.code.0, -32602);
+        assert_eq!(refused.error.message, UNSOLICITED_ERROR);
         assert_eq!(
-            line["request_id"],
-            *crate::audit::bound::bound_id(&json!(own))
+            refused.request_id,
+            RequestId::String(
+                gatehouse_base::cut::cut(&own, MAX_ID_CHARS)
+                    .into_owned()
+                    .into()
+            )
         );
         assert!(lock(&setup.inbound.state).long_ids.is_empty());
     }
@@ -716,7 +700,7 @@ mod tests {
         let sent = setup.sent().await;
         assert_eq!(sent.len(), 2, "the call, then one refusal: {sent:?}");
         assert_eq!(sent[1]["id"], json!(2));
-        assert_eq!(setup.audit.lines().len(), 1);
+        assert_eq!(setup.refused().len(), 1);
     }
 
     #[tokio::test]
@@ -738,13 +722,13 @@ mod tests {
             setup.inbound.receive().await.is_none(),
             "refused, and no more"
         );
-        assert_eq!(setup.audit.lines().len(), 1);
+        assert_eq!(setup.refused().len(), 1);
 
         // Under 2025-11-25 the router decides: passed on.
         let mut older = self::setup(Some("2025-11-25"), vec![elicitation(json!(4))]);
         let passed = older.inbound.receive().await.expect("passed on");
         assert_eq!(id_of(&passed), json!(4));
-        assert!(older.audit.lines().is_empty());
+        assert!(older.refused().is_empty());
     }
 
     #[tokio::test]
@@ -768,7 +752,7 @@ mod tests {
         setup.inbound.receive().await.expect("the result");
         assert!(setup.inbound.strict());
         assert!(setup.inbound.receive().await.is_none(), "refused");
-        assert_eq!(setup.audit.lines().len(), 1);
+        assert_eq!(setup.refused().len(), 1);
     }
 
     #[tokio::test]
@@ -791,7 +775,7 @@ mod tests {
         setup.inbound.receive().await.expect("the result");
         assert!(setup.inbound.strict());
         assert!(setup.inbound.receive().await.is_none(), "refused");
-        assert_eq!(setup.audit.lines().len(), 1);
+        assert_eq!(setup.refused().len(), 1);
     }
 
     /// The arrival a received elicitation carries.

@@ -6,7 +6,7 @@
 //! `list_changed`) goes to the [`ConnectionHooks`] it was opened with
 //! ([`crate::handler`]).
 //!
-//! The transports: a stdio child (`crate::stdio`) or streamable HTTP
+//! The transports: a stdio child (`stdio`) or streamable HTTP
 //! (`streamable_http`), each behind `inbound` (long request ids cut,
 //! requests sent outside any request of gatehouse's refused and audited
 //! before rmcp sees them). The rmcp client side, what gatehouse declares and
@@ -16,6 +16,7 @@
 mod client;
 pub mod inbound;
 pub(crate) mod sent_under;
+mod stdio;
 mod streamable_http;
 
 use std::sync::Arc;
@@ -32,9 +33,9 @@ use rmcp::model::{
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RunningService};
 
+use crate::connection::stdio::StdioServer;
 use crate::handler::ConnectionHooks;
 use crate::server_config::{Lifecycle, ServerConfig, Transport};
-use crate::stdio::StdioServer;
 use client::ClientSide;
 
 /// Host environment variables every stdio server gets (besides its own

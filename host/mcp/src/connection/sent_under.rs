@@ -6,7 +6,7 @@
 //! on the SSE stream of that request's POST (SEP-2260), and rmcp marks what
 //! arrives there with the request's id
 //! ([`InboundStreamOrigin::OutboundRequest`]). The id is rmcp's, chosen when
-//! it sends; the call is the gateway's ([`calls::current_call`]). The
+//! it sends; the call is the gateway's ([`on_behalf::current_call`]). The
 //! connection joins them: it puts the call's key in the request's `_meta`
 //! under [`MARKER`] ([`mark`]); the HTTP client takes it out again before
 //! the request goes on the wire and records it under the request's id
@@ -23,7 +23,7 @@ use rmcp::model::{
 };
 use rmcp::service::InboundStreamOrigin;
 
-use crate::calls::{self, CallKey};
+use crate::on_behalf::{self, CallKey};
 
 /// The `_meta` key that carries a call's key from the connection to the
 /// HTTP client; removed before the request is sent.
@@ -34,10 +34,10 @@ pub const MARKER: &str = "io.gatehouse/call";
 #[derive(Debug, Clone, Default)]
 pub struct SentUnder(Arc<Mutex<HashMap<RequestId, CallKey>>>);
 
-/// Puts the current call's key ([`calls::current_call`]) in `meta` under
+/// Puts the current call's key ([`on_behalf::current_call`]) in `meta` under
 /// [`MARKER`], when there is one; returns it.
 pub fn mark(meta: &mut Option<RequestMetaObject>) -> Option<CallKey> {
-    let key = calls::current_call()?;
+    let key = on_behalf::current_call()?;
     meta.get_or_insert_default()
         .insert(MARKER.to_owned(), serde_json::Value::from(key.get()));
     Some(key)
@@ -104,23 +104,15 @@ impl Drop for Forget {
 mod tests {
     use super::*;
     use rmcp::model::{CallToolRequest, CallToolRequestParams, NumberOrString};
-    use std::sync::Arc as StdArc;
 
-    use crate::calls::{CallKind, Calls, SessionId, UpstreamCall, on_behalf};
+    use crate::on_behalf::on_behalf;
 
     #[tokio::test]
     async fn a_marked_request_is_recorded_and_its_marker_never_sent() {
-        let calls = StdArc::new(Calls::default());
-        let guard = calls.begin(UpstreamCall::new(
-            SessionId::next(),
-            CallKind::ToolCall,
-            "git",
-            "git__push",
-            "push",
-        ));
+        let call = CallKey::next();
         let mut params = CallToolRequestParams::new("push");
-        let key = on_behalf(guard.key(), async { mark(&mut params.meta) }).await;
-        assert_eq!(key, Some(guard.key()));
+        let key = on_behalf(call, async { mark(&mut params.meta) }).await;
+        assert_eq!(key, Some(call));
         let mut message = JsonRpcMessage::request(
             ClientRequest::CallToolRequest(CallToolRequest::new(params)),
             NumberOrString::Number(7),
@@ -133,7 +125,7 @@ mod tests {
         extensions.insert(InboundStreamOrigin::OutboundRequest(
             NumberOrString::Number(7),
         ));
-        assert_eq!(sent_under.call_for(&extensions), Some(guard.key()));
+        assert_eq!(sent_under.call_for(&extensions), Some(call));
         // Another stream, or none, names no call.
         let mut other = Extensions::new();
         other.insert(InboundStreamOrigin::OutboundRequest(

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use super::error::DiscoveryError;
 use super::limits::DiscoveryLimits;
-use super::root::{DiscoveredServer, RootDiscovery, discover_root, discover_root_within};
+use super::root::{RootDiscovery, discover_root, discover_root_within};
 use super::roots::CapabilityRoot;
-use gatehouse_core::escape::Escaped;
+use super::servers::DiscoveredServer;
+use gatehouse_base::escape::Escaped;
 
 /// One root's result in a pass.
 #[derive(Debug, Clone, PartialEq)]

@@ -79,8 +79,9 @@ pub use error::DiscoveryError;
 pub use limits::DiscoveryLimits;
 pub use manifest::{MANIFESTS, server_map};
 pub use names::sanitize_name;
-pub use root::{DiscoveredServer, RootDiscovery, discover_root, discover_root_within};
+pub use root::{RootDiscovery, discover_root, discover_root_within};
 pub use roots::{CapabilityRoot, MAX_ROOTS, combine_roots};
+pub use servers::DiscoveredServer;
 pub use trust::{
     PluginStatus, Refusal, TRUST_FILE_NAME, TrustError, TrustMode, TrustPolicy, TrustRecord,
     TrustState, TrustStore, assess, refusals,

@@ -8,29 +8,11 @@ use std::path::{Path, PathBuf};
 use super::error::DiscoveryError;
 use super::limits::DiscoveryLimits;
 use super::roots::CapabilityRoot;
+use super::servers::DiscoveredServer;
 use super::walk::walk;
 use super::warnings::Warnings;
 use super::workspace::is_allowed;
-use crate::server_config::ServerConfig;
-use gatehouse_core::escape::Escaped;
-
-/// A server found in a root.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DiscoveredServer {
-    /// `{namespace}__{server}`; also `config.name`.
-    pub name: String,
-    /// The plugin's namespace.
-    pub plugin: String,
-    /// The id of the capability root it was found in.
-    pub root: String,
-    /// The file its table was read from: its manifest, the file trust is
-    /// recorded for ([`TrustStore`](super::TrustStore)).
-    pub source: PathBuf,
-    /// The sha256 (hex) of the bytes of `source` its table was parsed from.
-    pub sha256: String,
-    /// The checked configuration.
-    pub config: ServerConfig,
-}
+use gatehouse_base::escape::Escaped;
 
 /// What one root yielded.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 
 /// The most roots used at once; extras are dropped with a warning.
 pub const MAX_ROOTS: usize = 256;

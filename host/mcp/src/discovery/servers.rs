@@ -1,5 +1,5 @@
 //! Server tables of one source: names checked, plugin-root placeholders
-//! expanded, tables checked into [`ServerConfig`](crate::server_config::ServerConfig).
+//! expanded, tables checked into [`ServerConfig`] and returned as [`DiscoveredServer`]s.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -7,9 +7,26 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::names::qualified;
-use super::root::DiscoveredServer;
 use super::warnings::Warnings;
-use crate::server_config::{RawServer, is_valid_server_name};
+use crate::server_config::{RawServer, ServerConfig, is_valid_server_name};
+
+/// A server found in a root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscoveredServer {
+    /// `{namespace}__{server}`; also `config.name`.
+    pub name: String,
+    /// The plugin's namespace.
+    pub plugin: String,
+    /// The id of the capability root it was found in.
+    pub root: String,
+    /// The file its table was read from: its manifest, the file trust is
+    /// recorded for ([`TrustStore`](super::TrustStore)).
+    pub source: PathBuf,
+    /// The sha256 (hex) of the bytes of `source` its table was parsed from.
+    pub sha256: String,
+    /// The checked configuration.
+    pub config: ServerConfig,
+}
 
 /// The placeholders replaced by the plugin folder's absolute path.
 const PLACEHOLDERS: [&str; 2] = ["${CLAUDE_PLUGIN_ROOT}", "${PLUGIN_ROOT}"];

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::files::Reader;
 use super::manifest::{MCP_JSON, find_manifest, present, reference_path, server_map_or_warn};
 use super::names::namespace;
-use super::root::DiscoveredServer;
+use super::servers::DiscoveredServer;
 use super::servers::{Origin, servers};
 use super::warnings::Warnings;
 

@@ -25,10 +25,10 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::cache::DiscoveryPass;
-use super::root::DiscoveredServer;
 use super::roots::CapabilityRoot;
+use super::servers::DiscoveredServer;
 use crate::server_config::{ServerConfig, Transport};
-use gatehouse_core::private_fs::{self, PrivateError};
+use gatehouse_base::private_fs::{self, PrivateError};
 
 /// The trust file's name, beside the config file.
 pub const TRUST_FILE_NAME: &str = "gatehouse-trust.toml";

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use super::error::DiscoveryError;
 use super::files::Reader;
 use super::limits::DiscoveryLimits;
-use super::root::DiscoveredServer;
 use super::roots::CapabilityRoot;
+use super::servers::DiscoveredServer;
 use super::sources::visit;
 use super::warnings::Warnings;
 

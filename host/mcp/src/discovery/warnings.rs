@@ -1,6 +1,6 @@
 //! Warnings about one root: logged and kept for the caller.
 
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 
 /// The warnings of one root's discovery.
 #[derive(Debug)]

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 use serde_json::Value;
 
 use super::read_json;

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 use serde::Serialize;
 
 use super::client_side::{
@@ -168,11 +168,11 @@ pub fn gateway_entry(
         EntryFormat::ClaudeCommand | EntryFormat::McpJson => {
             let entry = json_entry(program, args, import, &mut moved);
             if format == EntryFormat::ClaudeCommand {
-                gatehouse_core::escape::to_json_string(&entry)
+                gatehouse_base::escape::to_json_string(&entry)
             } else {
                 let document =
                     BTreeMap::from([("mcpServers", BTreeMap::from([(GATEWAY_ENTRY, &entry)]))]);
-                gatehouse_core::escape::to_json_string_pretty(&document)
+                gatehouse_base::escape::to_json_string_pretty(&document)
             }
             .map_err(|error| error.to_string())
         }

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 use serde_json::Value;
 
 use super::client_side::{

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
-use gatehouse_core::escape::Escaped;
+use gatehouse_base::escape::Escaped;
 
 use super::{Import, Note, NoteKind};
 

@@ -1,0 +1,246 @@
+//! Swapping the reviewer chain and the `[elicitations]` settings while the
+//! host runs: build the new chain off the request path, check every module
+//! (compiles, right world and version, pinned digest, fits the pool, passes
+//! the conformance `contract` suite), then swap chain and settings in
+//! together. Any failure keeps the old chain and settings serving and says
+//! why.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, ConfigError};
+use crate::config_file::{ConfigFile, Reread};
+use crate::router::Router;
+use gatehouse_conformance::{Kit, Suite};
+use gatehouse_core::chain::Chain;
+use gatehouse_core::sandbox::{LoadError, Sandbox};
+
+/// Why a reload was refused. The old chain keeps serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The config could not be read.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A module could not be read.
+    #[error("{}: cannot read the module: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A module failed to load (compile, world, version, digest, pool).
+    #[error("review.modules[{index}]: {source}")]
+    Load {
+        /// Its position.
+        index: usize,
+        /// Why.
+        source: LoadError,
+    },
+    /// A `[models.NAME]` table could not become a model (an unset key
+    /// variable, say), or no async runtime is there to run one.
+    #[error(transparent)]
+    Model(#[from] gatehouse_models::ModelConfigError),
+    /// A module's model grant is wrong: it asks a model without one, or names
+    /// a model that is not defined.
+    #[error("review.modules[{index}]: {source}")]
+    Grant {
+        /// Its position.
+        index: usize,
+        /// Why.
+        source: gatehouse_core::chain::GrantError,
+    },
+    /// `[models]` are configured but there is no tokio runtime to call them
+    /// from (a bug in the caller).
+    #[error(
+        "[models] are configured, but the chain is built outside a tokio runtime; build it inside one"
+    )]
+    NoRuntime,
+    /// A module failed the conformance `contract` suite.
+    #[error("review.modules[{index}] ({module}) fails the contract suite: {failures}")]
+    Contract {
+        /// Its position.
+        index: usize,
+        /// Its source.
+        module: String,
+        /// The failed checks.
+        failures: String,
+    },
+}
+
+/// What a successful reload installed.
+#[derive(Debug, Clone)]
+pub struct Reloaded {
+    /// Each module's name and sha256, in chain order.
+    pub modules: Vec<(String, String)>,
+    /// How long building and checking took.
+    pub elapsed: Duration,
+    /// Whether the `[elicitations]` settings changed.
+    pub settings_changed: bool,
+    /// Whether a new version of the config file was taken (then the MCP
+    /// runtime owes a refresh: its servers may have changed).
+    pub config_changed: bool,
+}
+
+/// Builds chains from the config and swaps them into a router.
+pub struct Reloader {
+    config: Arc<ConfigFile>,
+    sandbox: Sandbox,
+    kit: Option<Kit>,
+    router: Arc<Router>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader")
+            .field("config", &self.config.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    /// A reloader for the chain of `config`, loading into `sandbox`;
+    /// `kit` (if any) runs the `contract` suite on every module first.
+    pub fn new(
+        config: Arc<ConfigFile>,
+        sandbox: Sandbox,
+        kit: Option<Kit>,
+        router: Arc<Router>,
+    ) -> Self {
+        Reloader {
+            config,
+            sandbox,
+            kit,
+            router,
+        }
+    }
+
+    /// Reads the config file now ([`ConfigFile::reread_now`]: an empty or
+    /// invalid file is refused), then builds, checks and swaps in the chain
+    /// it describes, as [`rebuild`](Self::rebuild). Blocking: call it off
+    /// the async runtime.
+    pub fn reload(&self) -> Result<Reloaded, ReloadError> {
+        let reread = self.config.reread_now()?;
+        let mut reloaded = self.rebuild()?;
+        reloaded.config_changed = reread == Reread::Changed;
+        Ok(reloaded)
+    }
+
+    /// Builds and checks the chain the config version being served
+    /// describes; swaps it and the `[elicitations]` settings in on success.
+    /// Blocking: call it off the async runtime.
+    pub fn rebuild(&self) -> Result<Reloaded, ReloadError> {
+        let started = Instant::now();
+        let config = self.config.current();
+        let chain = build_checked_chain(&config, &self.sandbox, self.kit.as_ref())?;
+        let modules = chain
+            .links()
+            .iter()
+            .map(|link| {
+                (
+                    link.module.name().to_owned(),
+                    link.module.digest().to_owned(),
+                )
+            })
+            .collect();
+        let settings = config.elicitations.clone();
+        let current = self.router.settings();
+        if settings.audit_log != current.audit_log {
+            tracing::warn!(
+                "elicitations.audit_log changed; the audit log stays where it was opened until a restart"
+            );
+        }
+        if settings.audit_sync != current.audit_sync {
+            tracing::warn!(
+                "elicitations.audit_sync changed; the audit log keeps syncing as it did until a restart"
+            );
+        }
+        let settings_changed = *current != settings;
+        self.router.swap_chain(chain);
+        self.router.swap_settings(settings);
+        let reloaded = Reloaded {
+            modules,
+            elapsed: started.elapsed(),
+            settings_changed,
+            config_changed: false,
+        };
+        tracing::info!(modules = ?reloaded.modules, elapsed = ?reloaded.elapsed, settings_changed, "reviewer chain and settings swapped");
+        Ok(reloaded)
+    }
+
+    /// The module files the config names (to watch them).
+    pub fn module_paths(&self) -> Vec<PathBuf> {
+        let config = self.config.current();
+        config
+            .review
+            .modules
+            .iter()
+            .map(|module| config.base_dir().join(&module.path))
+            .collect()
+    }
+}
+
+/// The chain of `config`, every module loaded into `sandbox` and, with a
+/// `kit`, proven against the `contract` suite.
+pub fn build_checked_chain(
+    config: &Config,
+    sandbox: &Sandbox,
+    kit: Option<&Kit>,
+) -> Result<Chain, ReloadError> {
+    let models = if config.models.is_empty() {
+        std::collections::BTreeMap::new()
+    } else {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| ReloadError::NoRuntime)?;
+        gatehouse_models::build_models(&config.models, handle)?
+    };
+    let mut links = Vec::with_capacity(config.review.modules.len());
+    for (index, spec) in config.review.modules.iter().enumerate() {
+        let path = config.base_dir().join(&spec.path);
+        let bytes = std::fs::read(&path).map_err(|source| ReloadError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let source = path.display().to_string();
+        let name = spec.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "module".to_owned())
+        });
+        let limits = spec.module_limits();
+        let module = sandbox
+            .load_bytes_with(&name, &source, &bytes, spec.sha256.as_deref(), &limits)
+            .map_err(|source| ReloadError::Load { index, source })?;
+        // The grant first: a module that asks a model without one is refused
+        // with what to add, before the kit reviews anything.
+        let link = spec
+            .link(Arc::new(module), config.review.on_failure, &models)
+            .map_err(|source| ReloadError::Grant { index, source })?;
+        if let Some(kit) = kit {
+            let report =
+                kit.clone()
+                    .with_module_limits(limits)
+                    .run(&source, &bytes, Suite::Contract, &[]);
+            if !report.passed() {
+                let failures = report
+                    .failures()
+                    .map(|row| {
+                        format!(
+                            "{}: {}",
+                            row.case,
+                            row.detail.as_deref().unwrap_or(&row.got)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Err(ReloadError::Contract {
+                    index,
+                    module: source,
+                    failures,
+                });
+            }
+        }
+        links.push(link);
+    }
+    Ok(Chain::new(links))
+}

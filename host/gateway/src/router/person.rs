@@ -1,0 +1,485 @@
+//! The person: what no module decided is put in front of whoever made the
+//! upstream request the elicitation belongs to, through their client
+//! ([`Person`]). Asking is bounded: it ends at the first of the person's
+//! answer, `person_timeout_sec`, the server's cancellation (or disconnect),
+//! a cancel of the router's pending registry (shutdown, a disconnected
+//! server) and the server reusing the request id; all but the answer are
+//! answered `cancel`. An accepted form is checked against its schema before
+//! it goes back.
+
+use futures::future::BoxFuture;
+use rmcp::model::{ElicitResult, ErrorData};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::pending::Pending;
+use super::policy::{Decided, unhandled};
+use super::settings::{ElicitationSettings, Unhandled};
+use crate::calls::{Binding, SessionId};
+use gatehouse_audit::{AuditStep, ClientName, DecidedBy};
+use gatehouse_core::answer::{Action, ElicitAnswer};
+use gatehouse_core::elicitation::{Elicitation, ElicitationParams};
+use gatehouse_core::request::ReviewRequest;
+use gatehouse_core::schema;
+use gatehouse_mcp::handler::IncomingElicitation;
+
+/// The audit reason of a question given up because its server's connection
+/// ended while the person was asked (the question is withdrawn from the
+/// person's client too).
+pub const SERVER_GONE_REASON: &str =
+    "the server went away (its connection ended) while the person was asked";
+
+/// The audit reason of a question given up because the upstream request it
+/// belongs to ended first (its server answered or failed it, its stream
+/// broke, or it was cancelled); the question is withdrawn from the person's
+/// client too.
+pub const CALL_ENDED_REASON: &str = "the request it belongs to ended before the person answered";
+
+/// The audit reason of a question given up because the server sent another
+/// request under its id while it waited.
+const REUSED_ID_REASON: &str = "cancelled: the server reused this request id while it waited";
+
+/// Why the person was not asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAsked {
+    /// No upstream client is connected (or the session asked for is gone).
+    #[error("no upstream client to ask")]
+    NoClient,
+    /// The client did not declare this elicitation mode.
+    #[error("the upstream client does not accept {0} elicitations")]
+    ModeNotDeclared(&'static str),
+    /// The params cannot be put on the wire as an elicitation.
+    #[error("the elicitation cannot be forwarded: {0}")]
+    Unforwardable(String),
+    /// The session already has this many questions waiting.
+    #[error("the upstream session already has {limit} questions waiting (max_pending_per_session)")]
+    TooManyPending {
+        /// The configured limit.
+        limit: usize,
+    },
+}
+
+/// Why a person who was asked gave no answer. Nobody decided, so the
+/// server gets `[elicitations] on_unhandled` and the audit line says which.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoAnswer {
+    /// The person's client went away (its transport closed: killed,
+    /// crashed, stdin closed, HTTP session ended) before it answered.
+    #[error("the upstream client went away before the person answered")]
+    ClientGone,
+    /// The client answered with an error, or its answer could not be read.
+    #[error("the upstream client failed: {0}")]
+    ClientFailed(String),
+    /// The question rode in the result of an upstream request (protocol
+    /// 2026-07-28), and that request's client did not come back with an
+    /// answer before the request ended or was given up.
+    #[error("the upstream client did not send the request that carried the question again")]
+    NotReturned,
+}
+
+impl From<ErrorData> for NoAnswer {
+    fn from(error: ErrorData) -> Self {
+        NoAnswer::ClientFailed(error.message.into_owned())
+    }
+}
+
+/// Puts an elicitation in front of the person (through the upstream client).
+pub trait Person: Send + Sync + 'static {
+    /// Asks the person behind `session` (the upstream session the
+    /// elicitation is tied to; `None` when the router has no call registry,
+    /// as in tests and embeddings without a gateway) and returns their
+    /// answer, or why nobody was asked.
+    fn ask(
+        &self,
+        elicitation: &IncomingElicitation,
+        session: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked>;
+
+    /// The client of `session`, as it named itself, for the audit line.
+    /// The default knows none.
+    fn client(&self, session: SessionId) -> Option<ClientName> {
+        let _ = session;
+        None
+    }
+
+    /// The server finished the URL-mode elicitation `elicitation_id` out of
+    /// band; tell the person's client if it was shown there. The default
+    /// does nothing.
+    fn completed(&self, server: &str, elicitation_id: &str) {
+        let _ = (server, elicitation_id);
+    }
+}
+
+/// Nobody to ask: every elicitation the routing would put to the person
+/// (`approvals_reviewer = "user"`, or every module deferred) is answered by
+/// `[elicitations] on_unhandled` at once, audited as `unhandled`.
+///
+/// The person of a host with nobody behind it: a batch or CI host, or an
+/// embedding of the [`Router`](super::Router) without the gateway, where
+/// only the chain of modules and the settings decide.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPerson;
+
+impl Person for NoPerson {
+    fn ask(
+        &self,
+        _: &IncomingElicitation,
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
+        Err(NotAsked::NoClient)
+    }
+}
+
+/// What ties an elicitation to others, learned on arrival.
+pub(super) struct Tie<'a> {
+    /// Cancelled when the server reuses the request id while it waits
+    /// (its entry in the router's arrivals registry).
+    pub(super) replaced: Option<CancellationToken>,
+    /// Whose upstream request it belongs to (with a call registry).
+    pub(super) binding: Option<&'a Binding>,
+}
+
+/// One question for the person.
+pub(super) struct Question<'a> {
+    /// The elicitation as the server sent it.
+    pub(super) elicitation: &'a IncomingElicitation,
+    /// Its review request (the parsed params).
+    pub(super) request: &'a ReviewRequest,
+    /// What ties it to others.
+    pub(super) tie: Tie<'a>,
+    /// The modules' steps so far, for the audit line.
+    pub(super) steps: Vec<AuditStep>,
+    /// Why the person is asked, for the audit line.
+    pub(super) why: &'a str,
+}
+
+/// Asks `person` and waits for the answer, with the question registered in
+/// `pending` for as long as it waits.
+pub(super) async fn ask(
+    person: &dyn Person,
+    pending: &Pending,
+    settings: &ElicitationSettings,
+    question: Question<'_>,
+) -> Decided {
+    let Question {
+        elicitation,
+        request,
+        tie: Tie { replaced, binding },
+        steps,
+        why,
+    } = question;
+    let replaced = replaced.unwrap_or_default();
+    // The person is whoever made the request the server is answering;
+    // an elicitation that cannot be tied to one session is shown to nobody.
+    let session = match binding {
+        None => None,
+        Some(binding) => match binding.session() {
+            Some(session) => Some(session),
+            None => {
+                let why_unbound = binding.why_unbound().unwrap_or_default();
+                return unhandled(
+                    settings.on_unhandled,
+                    format!("{why}; {why_unbound}"),
+                    steps,
+                );
+            }
+        },
+    };
+    let asking = match person.ask(elicitation, session) {
+        Ok(asking) => asking,
+        Err(not_asked) => {
+            return unhandled(settings.on_unhandled, format!("{why}; {not_asked}"), steps);
+        }
+    };
+    // Duplicate ids are settled on arrival (`Router::route`); here every
+    // waiting elicitation just needs its own entry, for shutdown and
+    // disconnects.
+    let entry = pending.register_unique(
+        &elicitation.server,
+        &request.context().request_id.to_string(),
+    );
+    // The call the question belongs to, when it is one: once it has ended
+    // (its server answered or failed it, or it was given up) nobody waits
+    // for the answer.
+    let call_ended = async {
+        match binding {
+            Some(Binding::Call(call)) => call.ended().await,
+            _ => std::future::pending().await,
+        }
+    };
+    let cancel = |reason: &str, steps: Vec<AuditStep>| Decided {
+        answer: Ok(ElicitAnswer::cancel()),
+        by: DecidedBy::Person,
+        reason: reason.to_owned(),
+        steps,
+    };
+    // Biased: an answer (or the client having gone) that is ready wins over
+    // a shutdown cancel that came after it.
+    let answered = tokio::select! {
+        biased;
+        answered = asking => answered,
+        () = tokio::time::sleep(settings.person_timeout()) => return cancel("the person did not answer in time", steps),
+        () = elicitation.server_gone.cancelled() => return cancel(SERVER_GONE_REASON, steps),
+        // Before the call's end: a shutdown (or a disconnected server) ends
+        // the calls too, and is why.
+        () = entry.replaced.cancelled() => {
+            // Nobody answered: the registry was cancelled under it.
+            let because = pending.cancelled_because();
+            return unhandled(settings.on_unhandled, format!("{why}; {because}"), steps);
+        }
+        () = call_ended => {
+            // Given up because its client went away or cancelled it: nobody
+            // decided, as when the person's client goes.
+            return match binding.and_then(given_up) {
+                Some(why_given_up) => unhandled(settings.on_unhandled, format!("{why}; {why_given_up}"), steps),
+                None => cancel(CALL_ENDED_REASON, steps),
+            };
+        }
+        () = elicitation.cancelled.cancelled() => return cancel("the server cancelled the request or disconnected", steps),
+        () = replaced.cancelled() => return cancel(REUSED_ID_REASON, steps),
+        () = elicitation.arrival.superseded.cancelled() => return cancel(REUSED_ID_REASON, steps),
+    };
+    drop(entry);
+    match answered {
+        Ok(result) => checked(&result, request.params(), settings.on_unhandled, why, steps),
+        // The person's client went away or failed: nobody decided, so the
+        // server hears `on_unhandled`, and the audit line says why.
+        Err(no_answer) => unhandled(settings.on_unhandled, format!("{why}; {no_answer}"), steps),
+    }
+}
+
+/// Why the gateway gave up the call `binding` names, if it did.
+fn given_up(binding: &Binding) -> Option<&'static str> {
+    match binding {
+        Binding::Call(call) => call.given_up(),
+        _ => None,
+    }
+}
+
+/// The person's answer, checked: one that does not read as an answer is
+/// `on_unhandled`'s; accepted form content that breaks the requested
+/// schema is declined.
+fn checked(
+    result: &ElicitResult,
+    params: &ElicitationParams,
+    on_unhandled: Unhandled,
+    why: &str,
+    steps: Vec<AuditStep>,
+) -> Decided {
+    let wire = serde_json::to_value(result).unwrap_or(Value::Null);
+    let answer: ElicitAnswer = match serde_json::from_value(wire) {
+        Ok(answer) => answer,
+        Err(error) => {
+            return unhandled(
+                on_unhandled,
+                format!("the person's answer is malformed: {error}"),
+                steps,
+            );
+        }
+    };
+    if answer.action == Action::Accept
+        && let Elicitation::Form {
+            requested_schema, ..
+        } = &params.elicitation
+    {
+        let content = answer.content.clone().unwrap_or(Value::Null);
+        if let Err(error) = schema::validate_content(requested_schema, &content) {
+            return Decided::new(
+                ElicitAnswer::plain_decline(),
+                DecidedBy::Policy,
+                format!("the person's content does not match the schema: {error}"),
+            );
+        }
+    }
+    Decided {
+        answer: Ok(answer),
+        by: DecidedBy::Person,
+        reason: why.to_owned(),
+        steps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use rmcp::model::{ElicitationAction, RequestId};
+    use serde_json::json;
+
+    use super::*;
+    use gatehouse_core::context::ReviewContext;
+    use gatehouse_mcp::handler::Delivery;
+
+    fn asks_a_name() -> ElicitationParams {
+        ElicitationParams::from_wire(&json!({
+            "message": "Your name?",
+            "requestedSchema": {"type": "object",
+                                "properties": {"name": {"type": "string"}},
+                                "required": ["name"]},
+        }))
+        .expect("valid params")
+    }
+
+    fn incoming() -> IncomingElicitation {
+        IncomingElicitation {
+            server: "s".to_owned(),
+            request_id: RequestId::Number(7),
+            protocol_version: String::new(),
+            params: json!({}),
+            cancelled: CancellationToken::new(),
+            server_gone: CancellationToken::new(),
+            arrival: Default::default(),
+            delivery: Delivery::Request,
+            call: None,
+        }
+    }
+
+    /// A person who never answers.
+    struct Silent;
+
+    impl Person for Silent {
+        fn ask(
+            &self,
+            _: &IncomingElicitation,
+            _: Option<SessionId>,
+        ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
+            Ok(Box::pin(futures::future::pending()))
+        }
+    }
+
+    #[test]
+    fn the_persons_content_must_match_the_schema() {
+        let accepted =
+            ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": "Ada"}));
+        let decided = checked(
+            &accepted,
+            &asks_a_name(),
+            Unhandled::Decline,
+            "asked",
+            Vec::new(),
+        );
+        assert_eq!(decided.by, DecidedBy::Person);
+        assert_eq!(decided.reason, "asked");
+        let wrong = ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": 5}));
+        let decided = checked(
+            &wrong,
+            &asks_a_name(),
+            Unhandled::Decline,
+            "asked",
+            Vec::new(),
+        );
+        assert_eq!(decided.by, DecidedBy::Policy);
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Decline));
+        let declined = ElicitResult::new(ElicitationAction::Decline);
+        let decided = checked(
+            &declined,
+            &asks_a_name(),
+            Unhandled::Decline,
+            "asked",
+            Vec::new(),
+        );
+        assert_eq!(decided.by, DecidedBy::Person);
+    }
+
+    #[test]
+    fn no_person_is_never_asked() {
+        assert!(matches!(
+            NoPerson.ask(&incoming(), None),
+            Err(NotAsked::NoClient)
+        ));
+    }
+
+    #[tokio::test]
+    async fn nobody_to_ask_is_unhandled_and_registers_nothing() {
+        let pending = Pending::default();
+        let settings = ElicitationSettings {
+            on_unhandled: Unhandled::Cancel,
+            ..ElicitationSettings::default()
+        };
+        let elicitation = incoming();
+        let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
+        let question = Question {
+            elicitation: &elicitation,
+            request: &request,
+            tie: Tie {
+                replaced: None,
+                binding: None,
+            },
+            steps: Vec::new(),
+            why: "routed to the user",
+        };
+        let decided = ask(&NoPerson, &pending, &settings, question).await;
+        assert_eq!(decided.by, DecidedBy::Unhandled);
+        assert_eq!(
+            decided.reason,
+            "routed to the user; no upstream client to ask"
+        );
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
+        assert!(pending.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_question_waits_registered_until_the_registry_cancels_it() {
+        let pending = Arc::new(Pending::default());
+        let settings = ElicitationSettings::default();
+        let elicitation = incoming();
+        let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
+        let waiting = {
+            let pending = pending.clone();
+            tokio::spawn(async move {
+                let question = Question {
+                    elicitation: &elicitation,
+                    request: &request,
+                    tie: Tie {
+                        replaced: None,
+                        binding: None,
+                    },
+                    steps: Vec::new(),
+                    why: "routed to the user",
+                };
+                ask(&Silent, &pending, &settings, question).await
+            })
+        };
+        while pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        pending.cancel_all(None);
+        let decided = waiting.await.expect("the question ends");
+        // Nobody answered: not the person's decision, and the reason is the
+        // one that happened.
+        assert_eq!(decided.by, DecidedBy::Unhandled);
+        assert_eq!(
+            decided.reason,
+            "routed to the user; cancelled: gatehouse is shutting down"
+        );
+        // `on_unhandled` (decline by default), not a cancel of the person's.
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Decline));
+        assert!(pending.is_empty(), "the entry leaves with its waiter");
+    }
+
+    #[tokio::test]
+    async fn the_person_has_person_timeout_sec() {
+        let pending = Pending::default();
+        let settings = ElicitationSettings {
+            person_timeout_sec: 0.01,
+            ..ElicitationSettings::default()
+        };
+        let elicitation = incoming();
+        let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
+        let question = Question {
+            elicitation: &elicitation,
+            request: &request,
+            tie: Tie {
+                replaced: None,
+                binding: None,
+            },
+            steps: Vec::new(),
+            why: "routed to the user",
+        };
+        let decided = ask(&Silent, &pending, &settings, question).await;
+        assert_eq!(decided.reason, "the person did not answer in time");
+        assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
+        assert!(pending.is_empty());
+    }
+}
