@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::elicitation::{ElicitationParams, RequestId, json_kind};
+use crate::elicitation::{ElicitationParams, RequestId};
+use crate::schema::json_kind;
 
 /// The flags of the `granular` approval policy. Each defaults to `true`
 /// (the category may be put to a reviewer or the person).

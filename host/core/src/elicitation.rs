@@ -278,17 +278,9 @@ pub fn strip_transport_keys(mut meta: Map<String, Value>) -> Map<String, Value> 
     meta
 }
 
-/// The JSON type of a value, for error messages.
-pub fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+/// The JSON type of a value, for error messages ([`crate::schema::json_kind`],
+/// named here too, where it was first public).
+pub use crate::schema::json_kind;
 
 #[cfg(test)]
 mod tests {

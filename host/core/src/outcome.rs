@@ -194,7 +194,7 @@ fn checked_content(
             if !value.is_object() {
                 return Err(ReviewFailure::InvalidContent(format!(
                     "found {}",
-                    crate::elicitation::json_kind(&value)
+                    crate::schema::json_kind(&value)
                 )));
             }
             if !empty_answer_to_empty_form(requested_schema, &value) {

@@ -7,8 +7,6 @@
 
 use serde_json::{Map, Value};
 
-use crate::elicitation::json_kind;
-
 /// Why a `requestedSchema` is not a flat MCP form schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchemaError {
@@ -175,6 +173,18 @@ pub fn validate_content(schema: &Map<String, Value>, content: &Value) -> Result<
         Ok(())
     } else {
         Err(errors.join("; "))
+    }
+}
+
+/// The JSON type of a value, for error messages.
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

@@ -25,13 +25,16 @@ use wasmtime_wasi_io::poll::DynPollable;
 use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream, StreamResult};
 
 use super::state::ReviewState;
-use super::wasi::HOST_WASI_VERSION;
 
 /// Redefines `wasi:io/poll`'s waiting functions in `linker` (which must hold
-/// the closed WASI) so that they return or trap by the review's deadline.
-pub(crate) fn bound_waiting_calls(linker: &mut Linker<ReviewState>) -> wasmtime::Result<()> {
+/// the closed WASI, its interfaces defined at `wasi_version`) so that they
+/// return or trap by the review's deadline.
+pub(crate) fn bound_waiting_calls(
+    linker: &mut Linker<ReviewState>,
+    wasi_version: &str,
+) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let mut poll = linker.instance(&format!("wasi:io/poll@{HOST_WASI_VERSION}"))?;
+    let mut poll = linker.instance(&format!("wasi:io/poll@{wasi_version}"))?;
     poll.func_wrap(
         "poll",
         |mut store: StoreContextMut<'_, ReviewState>,
@@ -49,7 +52,7 @@ pub(crate) fn bound_waiting_calls(linker: &mut Linker<ReviewState>) -> wasmtime:
             until(left, table.block(pollable))
         },
     )?;
-    bound_stream_calls(linker)?;
+    bound_stream_calls(linker, wasi_version)?;
     linker.allow_shadowing(false);
     Ok(())
 }
@@ -59,8 +62,11 @@ pub(crate) fn bound_waiting_calls(linker: &mut Linker<ReviewState>) -> wasmtime:
 /// stderr a memory pipe, no files or sockets), so this changes nothing
 /// today; it keeps a later change to the guest's stdio from reopening an
 /// unbounded wait. A stream error is handed to the guest as WASI does.
-fn bound_stream_calls(linker: &mut Linker<ReviewState>) -> wasmtime::Result<()> {
-    let mut streams = linker.instance(&format!("wasi:io/streams@{HOST_WASI_VERSION}"))?;
+fn bound_stream_calls(
+    linker: &mut Linker<ReviewState>,
+    wasi_version: &str,
+) -> wasmtime::Result<()> {
+    let mut streams = linker.instance(&format!("wasi:io/streams@{wasi_version}"))?;
     streams.func_wrap(
         "[method]input-stream.blocking-read",
         |mut store: StoreContextMut<'_, ReviewState>,

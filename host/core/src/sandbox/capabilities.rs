@@ -1,17 +1,18 @@
 //! The host side of contract 0.2's imports: `call` (the related call) and
-//! `model` (the granted model). Each review's store holds a [`Granted`]: what
-//! those imports answer from, set by the chain for that module and request.
+//! `model` (the granted model). They answer from the review's
+//! [`Granted`](super::granted::Granted), which the chain set for that module
+//! and request.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::context::{CallKind, RelatedCall};
+use crate::context::CallKind;
 use crate::contract::{call, model as wit};
 use crate::model::{
-    Cancel, Completion, CompletionRequest, FinishReason, Message, ModelCallRecord, ModelError,
-    ModelGrant, ModelReply, Role,
+    Completion, CompletionRequest, FinishReason, Message, ModelCallRecord, ModelError, ModelReply,
+    Role,
 };
 
+use super::granted::ModelSession;
 use super::state::ReviewState;
 
 /// The most model calls one review may make; past it, `complete` answers
@@ -23,43 +24,6 @@ pub const MAX_MODEL_CALLS_PER_REVIEW: usize = 8;
 /// The most bytes of a model's answer the audit line keeps; a longer answer
 /// is cut at a character boundary and marked, with its full sha256 beside it.
 pub const MAX_AUDITED_ANSWER_BYTES: usize = 16 << 10;
-
-/// What one review's `call` and `model` imports answer from.
-#[derive(Default)]
-pub(crate) struct Granted {
-    /// The request's related call, shared with the request.
-    pub(crate) related_call: Option<Arc<RelatedCall>>,
-    /// The model, when the operator granted one to this module.
-    pub(crate) model: Option<ModelSession>,
-}
-
-/// A granted model for one review: its budget, its cancel token and the
-/// calls made so far.
-pub(crate) struct ModelSession {
-    grant: ModelGrant,
-    /// When the review's model budget ends (wall clock, all calls together).
-    deadline: Instant,
-    cancel: Cancel,
-    pub(crate) calls: Vec<ModelCallRecord>,
-}
-
-impl ModelSession {
-    /// A session whose budget starts now.
-    pub(crate) fn new(grant: &ModelGrant, cancel: &Cancel) -> Self {
-        let now = Instant::now();
-        // A budget too long to represent is as good as none.
-        let far = Duration::from_secs(365 * 24 * 3600);
-        ModelSession {
-            grant: grant.clone(),
-            deadline: now
-                .checked_add(grant.timeout())
-                .or_else(|| now.checked_add(far))
-                .unwrap_or(now),
-            cancel: cancel.clone(),
-            calls: Vec::new(),
-        }
-    }
-}
 
 impl call::Host for ReviewState {
     fn related(&mut self) -> Option<call::RelatedCall> {

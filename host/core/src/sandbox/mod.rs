@@ -13,6 +13,7 @@
 mod blocking;
 mod cache;
 mod capabilities;
+mod granted;
 mod instances;
 mod limits;
 mod load;

@@ -13,7 +13,7 @@ use wasmtime::component::{
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::Shared;
-use super::capabilities::ModelSession;
+use super::granted::ModelSession;
 use super::state::{LimitHit, ReviewLogs, ReviewState};
 use super::wasi::DeniedCall;
 use crate::contract::{REVIEW_INTERFACE, World, types as wit};

@@ -103,7 +103,7 @@ pub(crate) struct ReviewState {
     max_log_entries: usize,
     max_log_bytes: usize,
     /// What the `call` and `model` imports answer from (contract 0.2).
-    pub(crate) granted: super::capabilities::Granted,
+    pub(crate) granted: super::granted::Granted,
 }
 
 /// The most random bytes one `wasi:random` call may ask for. wasmtime's
@@ -155,7 +155,7 @@ impl ReviewState {
             log_bytes: 0,
             max_log_entries: limits.log_entries(),
             max_log_bytes: limits.log_bytes(),
-            granted: super::capabilities::Granted::default(),
+            granted: super::granted::Granted::default(),
         }
     }
 

@@ -117,7 +117,7 @@ pub(crate) fn add_to_linker(
 ) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     // Whatever a guest waits on, it waits no longer than its deadline.
-    super::blocking::bound_waiting_calls(linker)?;
+    super::blocking::bound_waiting_calls(linker, HOST_WASI_VERSION)?;
     if policy == WasiPolicy::Deny {
         // Each module's denied functions are shadowed by traps at load time.
         linker.allow_shadowing(true);
