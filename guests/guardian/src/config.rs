@@ -22,6 +22,12 @@ use std::num::NonZeroU32;
 use serde::Deserialize;
 use wildmatch::WildMatch;
 
+/// The output-token cap asked of the model unless the config sets
+/// `model_max_output_tokens`: a verdict with a few sentences of rationale
+/// needs well under 200 tokens; 512 leaves room for a model that thinks aloud
+/// before its JSON.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 512;
+
 /// The default instructions appended to a denial.
 pub const DEFAULT_DENIAL_INSTRUCTIONS: &str = "The agent must not attempt to achieve the same outcome via workaround, indirect execution, or policy circumvention. Proceed only with a materially safer alternative, or if the user explicitly approves the action after being informed of the risk. Otherwise, stop and request user input.";
 
@@ -100,7 +106,7 @@ pub struct Config<'a> {
     #[serde(default, borrow)]
     pub policy: Option<Cow<'a, str>>,
     /// The most tokens the model may answer with (the model review only;
-    /// default [`crate::model_review::DEFAULT_MAX_OUTPUT_TOKENS`]; the
+    /// default [`DEFAULT_MAX_OUTPUT_TOKENS`]; the
     /// operator's limit in the host caps it). Zero is refused.
     #[serde(default)]
     pub model_max_output_tokens: Option<NonZeroU32>,
@@ -175,10 +181,8 @@ impl<'a> Config<'a> {
 
     /// The output-token cap asked of the model.
     pub fn model_max_output_tokens(&self) -> u32 {
-        self.model_max_output_tokens.map_or(
-            crate::model_review::DEFAULT_MAX_OUTPUT_TOKENS,
-            NonZeroU32::get,
-        )
+        self.model_max_output_tokens
+            .map_or(DEFAULT_MAX_OUTPUT_TOKENS, NonZeroU32::get)
     }
 }
 

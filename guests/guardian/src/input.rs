@@ -1,8 +1,13 @@
 //! What the guardian reviews: a plain-Rust view of the contract's
 //! `review-request`, borrowed from the caller so the component glue and a
-//! native caller build it without copying.
+//! native caller build it without copying; and what it answers: the
+//! [`Verdict`] and the tool call it was reached on ([`ReviewedCall`]).
 
 use std::fmt;
+
+use serde_json::Value;
+
+use crate::meta::{TOOL_PARAMS_KEY, parse_object};
 
 /// What the server asks for.
 #[derive(Debug, Clone, Copy)]
@@ -162,5 +167,91 @@ pub struct Verdict {
     pub risk: Option<Risk>,
     /// The tool-call review request the verdict was reached on (for the log),
     /// when the elicitation got that far.
-    pub request: Option<crate::logic::ReviewedCall>,
+    pub request: Option<ReviewedCall>,
+}
+
+/// The tool call a verdict was reached on ([`Verdict::request`](crate::input::Verdict::request)), for the
+/// log: [`planned_action_for`](crate::model_review::planned_action_for) describes it as Codex's planned
+/// action.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReviewedCall(pub(crate) Box<ToolCallReview>);
+
+impl ReviewedCall {
+    /// The server's configured name.
+    pub fn server(&self) -> &str {
+        &self.0.server
+    }
+
+    /// The tool's name, trimmed (equal to the catalog's name when the
+    /// catalog lists it).
+    pub fn tool_name(&self) -> &str {
+        &self.0.tool_name
+    }
+
+    /// The connector's id, trimmed (from `_meta`, checked against the
+    /// catalog's when there is a catalog).
+    pub fn connector_id(&self) -> Option<&str> {
+        self.0.connector_id.as_deref()
+    }
+
+    /// The connector's name: the catalog's when there is a catalog, else the
+    /// server's claim.
+    pub fn connector_name(&self) -> Option<&str> {
+        self.0.connector_name.as_deref()
+    }
+
+    /// The connector's description, resolved as [`Self::connector_name`].
+    pub fn connector_description(&self) -> Option<&str> {
+        self.0.connector_description.as_deref()
+    }
+
+    /// The tool's title, resolved as [`Self::connector_name`].
+    pub fn tool_title(&self) -> Option<&str> {
+        self.0.tool_title.as_deref()
+    }
+
+    /// The tool's description, resolved as [`Self::connector_name`].
+    pub fn tool_description(&self) -> Option<&str> {
+        self.0.tool_description.as_deref()
+    }
+
+    /// The catalog's annotations (none without a catalog).
+    pub fn annotations(&self) -> Annotations {
+        self.0.annotations
+    }
+
+    /// The `_meta.tool_params` object, or `None` when `_meta` has none.
+    /// An error only if the `_meta` text no longer parses, which the review
+    /// has already ruled out.
+    pub fn tool_params(&self) -> Result<Option<Value>, serde_json::Error> {
+        match &self.0.arguments {
+            Arguments::None => Ok(None),
+            Arguments::InMeta(meta) => Ok(parse_object(meta)?.remove(TOOL_PARAMS_KEY)),
+        }
+    }
+}
+
+/// A tool call put to review, its fields trimmed and blanks dropped (what is
+/// shown and assessed; identity is checked on the raw claims). The rules read
+/// a part of it; all of it is returned in [`Verdict::request`](crate::input::Verdict::request) for the log.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolCallReview {
+    pub(crate) server: String,
+    pub(crate) tool_name: String,
+    pub(crate) arguments: Arguments,
+    pub(crate) connector_id: Option<String>,
+    pub(crate) connector_name: Option<String>,
+    pub(crate) connector_description: Option<String>,
+    pub(crate) tool_title: Option<String>,
+    pub(crate) tool_description: Option<String>,
+    pub(crate) annotations: Annotations,
+}
+
+/// Where the tool call's arguments are.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Arguments {
+    /// None were given: `{}`.
+    None,
+    /// The `tool_params` object of this `_meta` text.
+    InMeta(Box<str>),
 }

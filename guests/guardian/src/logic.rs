@@ -114,46 +114,24 @@
 //! and described, for the guardian's debug log, by the same planned action
 //! the model is shown ([`model_review::planned_action_for`]).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::config::{Config, DEFAULT_DENIAL_INSTRUCTIONS, Fallback};
+pub use crate::input::ReviewedCall;
 use crate::input::{Annotations, Catalog, Decision, Input, Mode, Policy, Reviewer, Risk, Verdict};
-use crate::meta::{Meta, Shape};
+use crate::input::{Arguments, ToolCallReview};
+use crate::meta::{Meta, Shape, parse_object};
 use crate::model_review::{
     self, CallKind, Completion, CompletionRequest, ModelError, NAME_CAP, RelatedCall,
 };
 
-/// `_meta` key: the server opts in to automated review.
-pub const REQUEST_TYPE_KEY: &str = "codex_request_type";
-/// The only `codex_request_type` value that asks for review.
-pub const REQUEST_TYPE_APPROVAL: &str = "approval_request";
-/// `_meta` key: what kind of approval is asked for.
-pub const APPROVAL_KIND_KEY: &str = "codex_approval_kind";
-/// The only reviewable approval kind.
-pub const APPROVAL_KIND_TOOL_CALL: &str = "mcp_tool_call";
-/// `_meta` key: strict review; JSON `true` asks for it, `false` does not,
-/// anything else fails closed.
-pub const STRICT_KEY: &str = "codex_strict_auto_review";
-/// `_meta` key: a request to remember the approval.
-pub const PERSIST_KEY: &str = "persist";
-/// `_meta` key: the tool under review.
-pub const TOOL_NAME_KEY: &str = "tool_name";
-/// `_meta` key: the tool call's arguments.
-pub const TOOL_PARAMS_KEY: &str = "tool_params";
-/// `_meta` key: the tool's title.
-pub const TOOL_TITLE_KEY: &str = "tool_title";
-/// `_meta` key: the tool's description.
-pub const TOOL_DESCRIPTION_KEY: &str = "tool_description";
-/// `_meta` key: the connector behind the tool.
-pub const CONNECTOR_ID_KEY: &str = "connector_id";
-/// `_meta` key: the connector's name.
-pub const CONNECTOR_NAME_KEY: &str = "connector_name";
-/// `_meta` key: the connector's description.
-pub const CONNECTOR_DESCRIPTION_KEY: &str = "connector_description";
-/// `_meta` key: Codex's apps metadata, an object.
-pub const CODEX_APPS_META_KEY: &str = "_codex_apps";
-/// The member of [`CODEX_APPS_META_KEY`] that names the agent's call.
-pub const CODEX_APPS_CALL_ID_KEY: &str = "call_id";
+pub use crate::meta::{
+    APPROVAL_KIND_KEY, APPROVAL_KIND_TOOL_CALL, CODEX_APPS_CALL_ID_KEY, CODEX_APPS_META_KEY,
+    CONNECTOR_DESCRIPTION_KEY, CONNECTOR_ID_KEY, CONNECTOR_NAME_KEY, PERSIST_KEY,
+    REQUEST_TYPE_APPROVAL, REQUEST_TYPE_KEY, STRICT_KEY, TOOL_DESCRIPTION_KEY, TOOL_NAME_KEY,
+    TOOL_PARAMS_KEY, TOOL_TITLE_KEY,
+};
+
 /// The server whose strict reviews must name the agent's call (the module
 /// documentation, "Identity").
 pub const CODEX_APPS_SERVER: &str = "codex_apps";
@@ -421,92 +399,6 @@ fn related_call_id(call: &RelatedCall<'_>) -> Option<String> {
 fn routes_to_automated_review(policy: Policy, reviewer: Reviewer) -> bool {
     matches!(policy, Policy::OnRequest | Policy::Granular { .. })
         && reviewer == Reviewer::AutoReview
-}
-
-/// The tool call a verdict was reached on ([`Verdict::request`]), for the
-/// log: [`model_review::planned_action_for`] describes it as Codex's planned
-/// action.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReviewedCall(Box<ToolCallReview>);
-
-impl ReviewedCall {
-    /// The server's configured name.
-    pub fn server(&self) -> &str {
-        &self.0.server
-    }
-
-    /// The tool's name, trimmed (equal to the catalog's name when the
-    /// catalog lists it).
-    pub fn tool_name(&self) -> &str {
-        &self.0.tool_name
-    }
-
-    /// The connector's id, trimmed (from `_meta`, checked against the
-    /// catalog's when there is a catalog).
-    pub fn connector_id(&self) -> Option<&str> {
-        self.0.connector_id.as_deref()
-    }
-
-    /// The connector's name: the catalog's when there is a catalog, else the
-    /// server's claim.
-    pub fn connector_name(&self) -> Option<&str> {
-        self.0.connector_name.as_deref()
-    }
-
-    /// The connector's description, resolved as [`Self::connector_name`].
-    pub fn connector_description(&self) -> Option<&str> {
-        self.0.connector_description.as_deref()
-    }
-
-    /// The tool's title, resolved as [`Self::connector_name`].
-    pub fn tool_title(&self) -> Option<&str> {
-        self.0.tool_title.as_deref()
-    }
-
-    /// The tool's description, resolved as [`Self::connector_name`].
-    pub fn tool_description(&self) -> Option<&str> {
-        self.0.tool_description.as_deref()
-    }
-
-    /// The catalog's annotations (none without a catalog).
-    pub fn annotations(&self) -> Annotations {
-        self.0.annotations
-    }
-
-    /// The `_meta.tool_params` object, or `None` when `_meta` has none.
-    /// An error only if the `_meta` text no longer parses, which the review
-    /// has already ruled out.
-    pub fn tool_params(&self) -> Result<Option<Value>, serde_json::Error> {
-        match &self.0.arguments {
-            Arguments::None => Ok(None),
-            Arguments::InMeta(meta) => Ok(parse_object(meta)?.remove(TOOL_PARAMS_KEY)),
-        }
-    }
-}
-
-/// A tool call put to review, its fields trimmed and blanks dropped (what is
-/// shown and assessed; identity is checked on the raw claims). The rules read
-/// a part of it; all of it is returned in [`Verdict::request`] for the log.
-#[derive(Debug, Clone, PartialEq)]
-struct ToolCallReview {
-    server: String,
-    tool_name: String,
-    arguments: Arguments,
-    connector_id: Option<String>,
-    connector_name: Option<String>,
-    connector_description: Option<String>,
-    tool_title: Option<String>,
-    tool_description: Option<String>,
-    annotations: Annotations,
-}
-
-/// Where the tool call's arguments are.
-#[derive(Debug, Clone, PartialEq)]
-enum Arguments {
-    /// None were given: `{}`.
-    None,
-    /// The `tool_params` object of this `_meta` text.
-    InMeta(Box<str>),
 }
 
 enum Step<'m, 'a> {
@@ -778,10 +670,6 @@ fn form_without_properties(mode: Mode<'_>) -> bool {
         return false;
     };
     crate::meta::has_no_properties(requested_schema)
-}
-
-fn parse_object(text: &str) -> Result<Map<String, Value>, serde_json::Error> {
-    serde_json::from_str(text)
 }
 
 fn non_blank(value: Option<&str>) -> Option<String> {

@@ -15,11 +15,37 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::logic::{
-    APPROVAL_KIND_KEY, CODEX_APPS_CALL_ID_KEY, CODEX_APPS_META_KEY, CONNECTOR_DESCRIPTION_KEY,
-    CONNECTOR_ID_KEY, CONNECTOR_NAME_KEY, PERSIST_KEY, REQUEST_TYPE_KEY, STRICT_KEY,
-    TOOL_DESCRIPTION_KEY, TOOL_NAME_KEY, TOOL_PARAMS_KEY, TOOL_TITLE_KEY,
-};
+/// `_meta` key: the server opts in to automated review.
+pub const REQUEST_TYPE_KEY: &str = "codex_request_type";
+/// The only `codex_request_type` value that asks for review.
+pub const REQUEST_TYPE_APPROVAL: &str = "approval_request";
+/// `_meta` key: what kind of approval is asked for.
+pub const APPROVAL_KIND_KEY: &str = "codex_approval_kind";
+/// The only reviewable approval kind.
+pub const APPROVAL_KIND_TOOL_CALL: &str = "mcp_tool_call";
+/// `_meta` key: strict review; JSON `true` asks for it, `false` does not,
+/// anything else fails closed.
+pub const STRICT_KEY: &str = "codex_strict_auto_review";
+/// `_meta` key: a request to remember the approval.
+pub const PERSIST_KEY: &str = "persist";
+/// `_meta` key: the tool under review.
+pub const TOOL_NAME_KEY: &str = "tool_name";
+/// `_meta` key: the tool call's arguments.
+pub const TOOL_PARAMS_KEY: &str = "tool_params";
+/// `_meta` key: the tool's title.
+pub const TOOL_TITLE_KEY: &str = "tool_title";
+/// `_meta` key: the tool's description.
+pub const TOOL_DESCRIPTION_KEY: &str = "tool_description";
+/// `_meta` key: the connector behind the tool.
+pub const CONNECTOR_ID_KEY: &str = "connector_id";
+/// `_meta` key: the connector's name.
+pub const CONNECTOR_NAME_KEY: &str = "connector_name";
+/// `_meta` key: the connector's description.
+pub const CONNECTOR_DESCRIPTION_KEY: &str = "connector_description";
+/// `_meta` key: Codex's apps metadata, an object.
+pub const CODEX_APPS_META_KEY: &str = "_codex_apps";
+/// The member of [`CODEX_APPS_META_KEY`] that names the agent's call.
+pub const CODEX_APPS_CALL_ID_KEY: &str = "call_id";
 
 /// What the guardian reads from a `_meta` object (or a catalog tool's
 /// `_meta`). A text field is `Some` when the key is present with a JSON
@@ -451,4 +477,11 @@ impl<'de> Visitor<'de> for CheckedVisitor {
         Checked::drain_map(map)?;
         Ok(Checked::Object)
     }
+}
+
+/// A `_meta` text (or any JSON object text) as an object.
+pub(crate) fn parse_object(
+    text: &str,
+) -> Result<serde_json::Map<String, Value>, serde_json::Error> {
+    serde_json::from_str(text)
 }

@@ -51,14 +51,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::config::Config;
+use crate::input::ReviewedCall;
 use crate::input::{Annotations, Decision, Risk, Verdict};
-use crate::logic::{ReviewedCall, TOOL_NAME_KEY, TOOL_PARAMS_KEY};
+use crate::meta::{TOOL_NAME_KEY, TOOL_PARAMS_KEY};
 
-/// The output-token cap asked of the model unless the config sets
-/// `model_max_output_tokens`: a verdict with a few sentences of rationale
-/// needs well under 200 tokens; 512 leaves room for a model that thinks aloud
-/// before its JSON.
-pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 512;
+/// The output-token cap asked of the model by default
+/// ([`crate::config::DEFAULT_MAX_OUTPUT_TOKENS`], named here too).
+pub use crate::config::DEFAULT_MAX_OUTPUT_TOKENS;
 
 /// Cap for names, ids and titles in the planned action.
 pub const NAME_CAP: usize = 256;
