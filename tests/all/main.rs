@@ -16,6 +16,7 @@ mod mcp_runtime;
 mod model_capability;
 mod model_provider;
 mod model_routing;
+mod module_graph;
 mod module_limits;
 mod reload;
 mod router;
