@@ -9,7 +9,8 @@
 #   3. bindings/: the Python bindings of the `model-reviewer` world, for
 #      editors and type checkers (componentize-py generates its own while it
 #      builds);
-#   4. componentize-py -w model-reviewer componentize app -o reviewer.wasm.
+#   4. componentize-py -w model-reviewer componentize app -o reviewer.wasm,
+#      from a copy of the .py files with strict_json.py's link resolved.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -41,7 +42,14 @@ echo "componentize-py: $(.venv/bin/componentize-py --version)"
 rm -rf bindings
 .venv/bin/componentize-py --quiet -d "$wit" -w "$world" bindings bindings
 
-# Only this directory is on the component's Python path (`-p .`, the
-# default); .venv/ and bindings/ are not packages and are not bundled.
-.venv/bin/componentize-py -d "$wit" -w "$world" componentize app -o "$output"
+# componentize-py runs app.py in a WASI sandbox rooted at each `-p`
+# directory, where a symbolic link out of it does not resolve: strict_json.py
+# (a link to ../reviewer-template-py/strict_json.py) would not be found. So the
+# component is built from a copy of this directory's Python files, links
+# resolved; they alone are on its Python path (.venv/ and bindings/ are not
+# bundled). A package directory of your own would have to be copied too.
+sources=$(mktemp -d)
+trap 'rm -rf "$sources"' EXIT
+cp -L ./*.py "$sources"/
+.venv/bin/componentize-py -d "$wit" -w "$world" componentize app -p "$sources" -o "$output"
 ls -l "$output"

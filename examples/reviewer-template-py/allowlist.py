@@ -23,27 +23,30 @@ none); a rule that sets `tool` never matches a request without one. An
 the host validates against the form's schema; in URL mode it carries none.
 
 Nothing here imports the WIT bindings, so it runs (and is tested) with any
-Python 3: `python3 -m unittest test_allowlist`. `app.py` is the glue that
-turns the host's records into the three strings `decide` reads.
+Python 3: `python3 -m unittest test_allowlist test_strict_json`. `app.py` is
+the glue that turns the host's records into the three strings `decide` reads.
 
-To write your own policy, change this file (and its tests) and keep `app.py`.
+To write your own policy, change this file (and its tests) and keep `app.py`
+and `strict_json.py`.
 
-Why the JSON reading below is fussier than `json.loads`: the Rust guest reads
-its config with serde, and a config one of them refuses must be refused by
-the other. `_load_json` refuses what `serde_json` refuses but `json.loads`
-takes (`NaN` and `Infinity`, lone surrogates, numbers out of `f64` range,
-more than 127 levels of nesting) and keeps numbers as serde does (`-0` is
-`-0.0`). `Config` and `Rule` are decoded the way `#[derive(Deserialize)]`
-with `deny_unknown_fields` decodes them: unknown and duplicate fields are
-errors, `null` is "not set" for the optional patterns, `message` and
-`content`, a struct may also be written as an array of its fields in order,
-and an enum value as `{"accept": null}`. Error messages follow serde's
-wording, without its `at line L column C` (and when a config has several
-faults, serde may name another one first).
+Why the JSON reading is fussier than `json.loads`: the Rust guest reads its
+config with serde, and a config one of them refuses must be refused by the
+other. `strict_json.py` (shared with the model-reviewer template) refuses
+what `serde_json` refuses but `json.loads` takes (`NaN` and `Infinity`, lone
+surrogates, numbers out of `f64` range, more than 127 levels of nesting) and
+keeps numbers as serde does (`-0` is `-0.0`). `Config` and `Rule` are
+decoded here the way `#[derive(Deserialize)]` with `deny_unknown_fields`
+decodes them: unknown and duplicate fields are errors, `null` is "not set"
+for the optional patterns, `message` and `content`, a struct may also be
+written as an array of its fields in order, and an enum value as
+`{"accept": null}`. Error messages follow serde's wording, without its
+`at line L column C` (and when a config has several faults, serde may name
+another one first).
 """
 
 import json
-import math
+
+from strict_json import RUST_WHITESPACE, JsonError, loads
 
 __all__ = [
     "ConfigError", "Config", "Rule", "parse_config", "parse_meta", "tool_name",
@@ -51,22 +54,11 @@ __all__ = [
 ]
 
 # ----------------------------------------------------------------------------
-# JSON as serde_json reads it
+# The config as serde decodes it
 # ----------------------------------------------------------------------------
 
-#: serde_json's recursion limit: 128 nested arrays/objects is an error.
-_MAX_DEPTH = 127
 
-#: Rust's `char::is_whitespace` (Unicode White_Space), which `str::trim` strips.
-#: Python's `str.strip()` would also strip U+001C..U+001F.
-_RUST_WHITESPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680"
-    + "".join(chr(point) for point in range(0x2000, 0x200B))
-    + "\u2028\u2029\u202f\u205f\u3000"
-)
-
-
-class ConfigError(ValueError):
+class ConfigError(JsonError):
     """The config (or other JSON text) is not what serde would accept."""
 
 
@@ -84,74 +76,13 @@ def _object(pairs):
     return obj
 
 
-def _number_out_of_range():
-    return ConfigError("number out of range")
-
-
-def _parse_float(text):
-    value = float(text)
-    if math.isinf(value):
-        raise _number_out_of_range()
-    return value
-
-
-def _parse_int(text):
-    # serde_json keeps integers in i64/u64 and reads larger ones as f64;
-    # `-0` is the float -0.0.
-    if text == "-0":
-        return -0.0
-    if len(text) <= 21:
-        value = int(text)
-        if -(1 << 63) <= value < (1 << 64):
-            return value
-    return _parse_float(text)
-
-
-def _parse_constant(name):
-    # NaN, Infinity and -Infinity are not JSON.
-    raise ConfigError(f"expected value (found `{name}`)")
-
-
-def _check_strings_and_depth(value):
-    """Refuses what json.loads lets through but serde_json does not: lone
-    surrogates (from `\\ud800` escapes) and nesting deeper than serde's
-    recursion limit. Iterative, so no input can exhaust the stack here."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ConfigError("lone leading surrogate in hex escape") from None
-        elif isinstance(item, (list, dict)):
-            if depth > _MAX_DEPTH:
-                raise ConfigError("recursion limit exceeded")
-            children = item.items() if isinstance(item, dict) else ((None, v) for v in item)
-            for key, child in children:
-                if key is not None:
-                    stack.append((key, depth))
-                stack.append((child, depth + 1))
-
-
 def _load_json(text):
-    """`serde_json::from_str::<Value>`: the value, or ConfigError."""
+    """`serde_json::from_str::<Value>`, objects as `_Object`: the value, or
+    ConfigError."""
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_object,
-            parse_float=_parse_float,
-            parse_int=_parse_int,
-            parse_constant=_parse_constant,
-        )
-    except ConfigError:
-        raise
-    except RecursionError:
-        raise ConfigError("recursion limit exceeded") from None
-    except ValueError as error:  # json.JSONDecodeError is one
+        return loads(text, object_pairs_hook=_object)
+    except JsonError as error:
         raise ConfigError(str(error)) from None
-    _check_strings_and_depth(value)
-    return value
 
 
 def _unexpected(value):
@@ -387,7 +318,7 @@ def tool_name(meta):
     name = meta.get("tool_name")
     if not isinstance(name, str):
         return None
-    name = name.strip(_RUST_WHITESPACE)
+    name = name.strip(RUST_WHITESPACE)
     return name or None
 
 

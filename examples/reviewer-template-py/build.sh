@@ -4,7 +4,8 @@
 #
 #   1. a venv in .venv/ with componentize-py installed from requirements.txt
 #      (pinned, --require-hashes, wheels only);
-#   2. the native tests of the policy (python -m unittest);
+#   2. the native tests of the policy and of strict_json.py (python -m
+#      unittest);
 #   3. bindings/: the Python bindings of the `reviewer` world, for editors and
 #      type checkers (componentize-py generates its own while it builds);
 #   4. componentize-py componentize app -o reviewer.wasm.
@@ -45,7 +46,7 @@ if [[ ! -x .venv/bin/componentize-py ]] || ! cmp -s requirements.txt .venv/requi
 fi
 echo "componentize-py: $(.venv/bin/componentize-py --version)"
 
-.venv/bin/python -m unittest --quiet test_allowlist
+.venv/bin/python -m unittest --quiet test_allowlist test_strict_json
 
 rm -rf bindings
 .venv/bin/componentize-py --quiet -d "$wit" -w reviewer bindings bindings

@@ -73,332 +73,20 @@ struct Rename {
     count: usize,
 }
 
-macro_rules! file {
-    ($path:literal, $source:literal) => {
-        TemplateFile {
-            path: $path,
-            text: include_str!(concat!("../../../../", $source)),
-            executable: false,
-        }
-    };
-    ($path:literal, $source:literal, executable) => {
-        TemplateFile {
-            path: $path,
-            text: include_str!(concat!("../../../../", $source)),
-            executable: true,
-        }
-    };
+/// One template as `templates.toml` describes it (embedded by `build.rs`).
+struct TemplateData {
+    lang: Lang,
+    world: WorldArg,
+    /// Its directory in the repository.
+    #[cfg_attr(not(test), allow(dead_code))]
+    dir: &'static str,
+    /// Every file of a project, the contract and the README included.
+    files: &'static [TemplateFile],
+    renames: &'static [Rename],
 }
 
-/// The contract, as every project gets it.
-const WIT: TemplateFile = file!("wit/reviewer.wit", "wit/reviewer.wit");
-
-const RUST: &[TemplateFile] = &[
-    file!("Cargo.toml", "examples/reviewer-template/Cargo.toml"),
-    file!("src/lib.rs", "examples/reviewer-template/src/lib.rs"),
-    file!(
-        "cases/hosts.json",
-        "examples/reviewer-template/cases/hosts.json"
-    ),
-    TemplateFile {
-        path: ".gitignore",
-        text: "/target/\n",
-        executable: false,
-    },
-    TemplateFile {
-        path: "README.md",
-        text: include_str!("new/README.rust.md"),
-        executable: false,
-    },
-];
-
-const RUST_RENAMES: &[Rename] = &[
-    Rename {
-        path: "Cargo.toml",
-        from: "name = \"reviewer-template\"",
-        to: "name = \"{name}\"",
-        count: 1,
-    },
-    Rename {
-        path: "Cargo.toml",
-        from: "\n[dependencies]",
-        to: "\n# A project of its own: it builds wherever it is put.\n[workspace]\n\n\
-             # Small modules that are quick to instantiate, as gatehouse's own guests\n\
-             # are built (a panic traps the review, which fails closed).\n\
-             [profile.release]\nopt-level = \"s\"\nlto = true\ncodegen-units = 1\n\
-             strip = true\npanic = \"abort\"\n\n[dependencies]",
-        count: 1,
-    },
-];
-
-const RUST_MODEL: &[TemplateFile] = &[
-    file!("Cargo.toml", "examples/model-reviewer-template/Cargo.toml"),
-    file!("src/lib.rs", "examples/model-reviewer-template/src/lib.rs"),
-    file!(
-        "cases/tool-calls.json",
-        "examples/model-reviewer-template/cases/tool-calls.json"
-    ),
-    TemplateFile {
-        path: ".gitignore",
-        text: "/target/\n",
-        executable: false,
-    },
-    TemplateFile {
-        path: "README.md",
-        text: include_str!("new/README.rust-model.md"),
-        executable: false,
-    },
-];
-
-const RUST_MODEL_RENAMES: &[Rename] = &[
-    Rename {
-        path: "Cargo.toml",
-        from: "name = \"model-reviewer-template\"",
-        to: "name = \"{name}\"",
-        count: 1,
-    },
-    RUST_RENAMES[1],
-];
-
-const TS: &[TemplateFile] = &[
-    file!(".gitignore", "examples/reviewer-template-js/.gitignore"),
-    file!(
-        "build.sh",
-        "examples/reviewer-template-js/build.sh",
-        executable
-    ),
-    file!(
-        "componentize.mjs",
-        "examples/reviewer-template-js/componentize.mjs"
-    ),
-    file!(
-        "package-lock.json",
-        "examples/reviewer-template-js/package-lock.json"
-    ),
-    file!("package.json", "examples/reviewer-template-js/package.json"),
-    file!(
-        "src/contract.ts",
-        "examples/reviewer-template-js/src/contract.ts"
-    ),
-    file!("src/json.ts", "examples/reviewer-template-js/src/json.ts"),
-    file!(
-        "src/policy.ts",
-        "examples/reviewer-template-js/src/policy.ts"
-    ),
-    file!(
-        "src/reviewer.ts",
-        "examples/reviewer-template-js/src/reviewer.ts"
-    ),
-    file!("src/wit.d.ts", "examples/reviewer-template-js/src/wit.d.ts"),
-    file!(
-        "test/policy.test.mjs",
-        "examples/reviewer-template-js/test/policy.test.mjs"
-    ),
-    file!(
-        "tsconfig.json",
-        "examples/reviewer-template-js/tsconfig.json"
-    ),
-    file!(
-        "cases/allowlist.json",
-        "guests/allowlist/cases/allowlist.json"
-    ),
-    file!(
-        "demo-config.json",
-        "examples/reviewer-template-py/demo-config.json"
-    ),
-    TemplateFile {
-        path: "README.md",
-        text: include_str!("new/README.ts.md"),
-        executable: false,
-    },
-];
-
-const TS_RENAMES: &[Rename] = &[
-    Rename {
-        path: "package.json",
-        from: "\"name\": \"gatehouse-reviewer-template-js\"",
-        to: "\"name\": \"{name}\"",
-        count: 1,
-    },
-    Rename {
-        path: "package-lock.json",
-        from: "\"name\": \"gatehouse-reviewer-template-js\"",
-        to: "\"name\": \"{name}\"",
-        count: 2,
-    },
-    Rename {
-        path: "src/reviewer.ts",
-        from: "name: \"allowlist-js\"",
-        to: "name: \"{name}\"",
-        count: 1,
-    },
-];
-
-const TS_MODEL: &[TemplateFile] = &[
-    file!(
-        ".gitignore",
-        "examples/model-reviewer-template-js/.gitignore"
-    ),
-    file!(
-        "build.sh",
-        "examples/model-reviewer-template-js/build.sh",
-        executable
-    ),
-    file!(
-        "componentize.mjs",
-        "examples/model-reviewer-template-js/componentize.mjs"
-    ),
-    file!(
-        "package-lock.json",
-        "examples/model-reviewer-template-js/package-lock.json"
-    ),
-    file!(
-        "package.json",
-        "examples/model-reviewer-template-js/package.json"
-    ),
-    file!(
-        "src/contract.ts",
-        "examples/model-reviewer-template-js/src/contract.ts"
-    ),
-    file!(
-        "src/json.ts",
-        "examples/model-reviewer-template-js/src/json.ts"
-    ),
-    file!(
-        "src/model.d.ts",
-        "examples/model-reviewer-template-js/src/model.d.ts"
-    ),
-    file!(
-        "src/reviewer.ts",
-        "examples/model-reviewer-template-js/src/reviewer.ts"
-    ),
-    file!(
-        "src/rule.ts",
-        "examples/model-reviewer-template-js/src/rule.ts"
-    ),
-    file!(
-        "src/wit.d.ts",
-        "examples/model-reviewer-template-js/src/wit.d.ts"
-    ),
-    file!(
-        "test/rule.test.mjs",
-        "examples/model-reviewer-template-js/test/rule.test.mjs"
-    ),
-    file!(
-        "tsconfig.json",
-        "examples/model-reviewer-template-js/tsconfig.json"
-    ),
-    file!(
-        "cases/tool-calls.json",
-        "examples/model-reviewer-template/cases/tool-calls.json"
-    ),
-    TemplateFile {
-        path: "README.md",
-        text: include_str!("new/README.ts-model.md"),
-        executable: false,
-    },
-];
-
-const TS_MODEL_RENAMES: &[Rename] = &[
-    Rename {
-        path: "package.json",
-        from: "\"name\": \"gatehouse-model-reviewer-template-js\"",
-        to: "\"name\": \"{name}\"",
-        count: 1,
-    },
-    Rename {
-        path: "package-lock.json",
-        from: "\"name\": \"gatehouse-model-reviewer-template-js\"",
-        to: "\"name\": \"{name}\"",
-        count: 2,
-    },
-    Rename {
-        path: "src/reviewer.ts",
-        from: "name: \"gatehouse-model-reviewer-template-js\"",
-        to: "name: \"{name}\"",
-        count: 1,
-    },
-];
-
-const PY_MODEL: &[TemplateFile] = &[
-    file!(
-        ".gitignore",
-        "examples/model-reviewer-template-py/.gitignore"
-    ),
-    file!("app.py", "examples/model-reviewer-template-py/app.py"),
-    file!(
-        "build.sh",
-        "examples/model-reviewer-template-py/build.sh",
-        executable
-    ),
-    file!(
-        "model_rule.py",
-        "examples/model-reviewer-template-py/model_rule.py"
-    ),
-    file!(
-        "requirements.txt",
-        "examples/model-reviewer-template-py/requirements.txt"
-    ),
-    file!(
-        "test_model_rule.py",
-        "examples/model-reviewer-template-py/test_model_rule.py"
-    ),
-    file!(
-        "cases/tool-calls.json",
-        "examples/model-reviewer-template/cases/tool-calls.json"
-    ),
-    TemplateFile {
-        path: "README.md",
-        text: include_str!("new/README.py-model.md"),
-        executable: false,
-    },
-];
-
-const PY_MODEL_RENAMES: &[Rename] = &[Rename {
-    path: "app.py",
-    from: "NAME = \"model-reviewer-template-py\"",
-    to: "NAME = \"{name}\"",
-    count: 1,
-}];
-
-const PY: &[TemplateFile] = &[
-    file!(".gitignore", "examples/reviewer-template-py/.gitignore"),
-    file!("allowlist.py", "examples/reviewer-template-py/allowlist.py"),
-    file!("app.py", "examples/reviewer-template-py/app.py"),
-    file!(
-        "build.sh",
-        "examples/reviewer-template-py/build.sh",
-        executable
-    ),
-    file!(
-        "demo-config.json",
-        "examples/reviewer-template-py/demo-config.json"
-    ),
-    file!(
-        "requirements.txt",
-        "examples/reviewer-template-py/requirements.txt"
-    ),
-    file!(
-        "test_allowlist.py",
-        "examples/reviewer-template-py/test_allowlist.py"
-    ),
-    file!(
-        "cases/allowlist.json",
-        "guests/allowlist/cases/allowlist.json"
-    ),
-    TemplateFile {
-        path: "README.md",
-        text: include_str!("new/README.py.md"),
-        executable: false,
-    },
-];
-
-const PY_RENAMES: &[Rename] = &[Rename {
-    path: "app.py",
-    from: "NAME = \"allowlist-py\"",
-    to: "NAME = \"{name}\"",
-    count: 1,
-}];
+// The templates: `TEMPLATES`, from `src/cli/new/templates.toml`.
+include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
 /// A template: a language and a world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,59 +96,40 @@ struct Template {
 }
 
 impl Template {
+    /// Its data; every language and world has a template (`build.rs`
+    /// embeds them, and `every_language_and_world_has_one_template`
+    /// checks).
+    fn data(self) -> &'static TemplateData {
+        TEMPLATES
+            .iter()
+            .find(|data| data.lang == self.lang && data.world == self.world)
+            .unwrap_or(&TEMPLATES[0])
+    }
+
     fn files(self) -> &'static [TemplateFile] {
-        match (self.lang, self.world) {
-            (Lang::Rust, WorldArg::Reviewer) => RUST,
-            (Lang::Rust, WorldArg::ModelReviewer) => RUST_MODEL,
-            (Lang::Ts, WorldArg::Reviewer) => TS,
-            (Lang::Ts, WorldArg::ModelReviewer) => TS_MODEL,
-            (Lang::Py, WorldArg::Reviewer) => PY,
-            (Lang::Py, WorldArg::ModelReviewer) => PY_MODEL,
-        }
+        self.data().files
     }
 
     fn renames(self) -> &'static [Rename] {
-        match (self.lang, self.world) {
-            (Lang::Rust, WorldArg::Reviewer) => RUST_RENAMES,
-            (Lang::Rust, WorldArg::ModelReviewer) => RUST_MODEL_RENAMES,
-            (Lang::Ts, WorldArg::Reviewer) => TS_RENAMES,
-            (Lang::Ts, WorldArg::ModelReviewer) => TS_MODEL_RENAMES,
-            (Lang::Py, WorldArg::Reviewer) => PY_RENAMES,
-            (Lang::Py, WorldArg::ModelReviewer) => PY_MODEL_RENAMES,
-        }
+        self.data().renames
     }
 
     /// Every template there is, with the directory in `examples/` it comes
     /// from.
     #[cfg(test)]
-    fn all() -> [(Template, &'static str); 6] {
-        let template = |lang, world| Template { lang, world };
-        [
-            (
-                template(Lang::Rust, WorldArg::Reviewer),
-                "examples/reviewer-template",
-            ),
-            (
-                template(Lang::Rust, WorldArg::ModelReviewer),
-                "examples/model-reviewer-template",
-            ),
-            (
-                template(Lang::Ts, WorldArg::Reviewer),
-                "examples/reviewer-template-js",
-            ),
-            (
-                template(Lang::Ts, WorldArg::ModelReviewer),
-                "examples/model-reviewer-template-js",
-            ),
-            (
-                template(Lang::Py, WorldArg::Reviewer),
-                "examples/reviewer-template-py",
-            ),
-            (
-                template(Lang::Py, WorldArg::ModelReviewer),
-                "examples/model-reviewer-template-py",
-            ),
-        ]
+    fn all() -> Vec<(Template, &'static str)> {
+        TEMPLATES
+            .iter()
+            .map(|data| {
+                (
+                    Template {
+                        lang: data.lang,
+                        world: data.world,
+                    },
+                    data.dir,
+                )
+            })
+            .collect()
     }
 }
 
@@ -545,8 +214,9 @@ fn name_problem(name: &str) -> Option<&'static str> {
 
 /// The files of a project named `name` from `template`: paths and contents.
 fn project(name: &str, template: Template) -> anyhow::Result<Vec<(&'static str, String, bool)>> {
-    let mut files: Vec<(&'static str, String, bool)> = std::iter::once(&WIT)
-        .chain(template.files())
+    let mut files: Vec<(&'static str, String, bool)> = template
+        .files()
+        .iter()
         .map(|file| (file.path, file.text.to_owned(), file.executable))
         .collect();
     let crate_name = name.replace('-', "_");
@@ -673,6 +343,37 @@ mod tests {
     /// The repository's root.
     fn root() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    #[test]
+    fn every_language_and_world_has_one_template() {
+        for lang in Lang::value_variants() {
+            for world in WorldArg::value_variants() {
+                let found = TEMPLATES
+                    .iter()
+                    .filter(|data| data.lang == *lang && data.world == *world)
+                    .count();
+                assert_eq!(found, 1, "{lang:?} {world:?}");
+            }
+        }
+    }
+
+    /// A file two templates share (strict_json.py, reached through a link
+    /// from the model template) is embedded once.
+    #[test]
+    fn a_shared_file_is_embedded_once() {
+        let texts = |lang, world| {
+            Template { lang, world }
+                .files()
+                .iter()
+                .find(|file| file.path == "strict_json.py")
+                .map(|file| file.text.as_ptr())
+                .expect("the Python templates have strict_json.py")
+        };
+        assert_eq!(
+            texts(Lang::Py, WorldArg::Reviewer),
+            texts(Lang::Py, WorldArg::ModelReviewer)
+        );
     }
 
     #[test]

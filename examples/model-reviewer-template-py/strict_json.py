@@ -1,0 +1,1 @@
+../reviewer-template-py/strict_json.py
