@@ -1073,9 +1073,10 @@ pub const GATEWAY_ENTRY: &str = "gatehouse";
 mod tests {
     use super::*;
 
-    /// A written file as gatehouse reads its `[mcp_servers]` tables (the
-    /// gateway's `Config` embeds exactly these; the whole file's load is
-    /// tested through `gatehouse init` in `host/cli/tests/all/init.rs`).
+    /// A written file as gatehouse reads its `[mcp_servers]` tables: parsed,
+    /// then every server checked, as the gateway's `Config::parse` does (it
+    /// embeds exactly these tables; the whole file's load is tested through
+    /// `gatehouse init` in `host/cli/tests/all/init.rs`).
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Config {
@@ -1084,8 +1085,10 @@ mod tests {
     }
 
     impl Config {
-        fn parse(text: &str, _: &Path) -> Result<Config, toml::de::Error> {
-            toml::from_str(text)
+        fn parse(text: &str, _: &Path) -> Result<Config, String> {
+            let config: Config = toml::from_str(text).map_err(|error| error.to_string())?;
+            config.servers().map_err(|error| error.to_string())?;
+            Ok(config)
         }
 
         fn servers(
