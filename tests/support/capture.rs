@@ -6,7 +6,7 @@
 //!
 //! One file, included with `#[path]` by each test that needs it: the
 //! integration tests in `host/cli/tests/all/` and the unit tests of
-//! gatehouse-core and gatehouse-mcp (through their `lib.rs`, `#[cfg(test)]`
+//! the library crates (core, mcp, gateway, models: through their `lib.rs`, `#[cfg(test)]`
 //! only), so no library carries test support of its own.
 
 #![allow(dead_code)]

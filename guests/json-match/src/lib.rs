@@ -1,7 +1,7 @@
 //! Exact JSON equality, the one comparison gatehouse uses to tell whether an
 //! approval request's claimed `tool_params` are the arguments of a real call:
 //! the host when it binds an approval to one of several calls in flight
-//! (`gatehouse_mcp::calls`), and the reference guardian when it checks an
+//! (`gatehouse_gateway::calls`), and the reference guardian when it checks an
 //! approval against its related call.
 //!
 //! Nothing goes through `f64` that is not a float on both sides, so a server

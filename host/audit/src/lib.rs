@@ -935,7 +935,7 @@ fn end_a_torn_tail(path: &Path, file: &File, len: u64, sync: AuditSync) -> io::R
 }
 
 /// The `event` of the line that records a torn last line was ended
-/// ([`end_a_torn_tail`]).
+/// (`end_a_torn_tail`).
 pub const TORN_LINE_ENDED: &str = "torn_line_ended";
 
 /// Where the last line of a file of `len` bytes starts: after the last

@@ -260,7 +260,7 @@ impl ModuleConfig {
     /// config, what its failure means (`default_on_failure` unless the entry
     /// says), and the model it is granted, looked up by name in `models`.
     /// Refuses a grant of an undefined model, and a module that imports the
-    /// model capability without a grant ([`ChainLink::check_grant`]).
+    /// model capability without a grant ([`ChainLink::check_grant`](crate::chain::ChainLink::check_grant)).
     pub fn link(
         &self,
         module: std::sync::Arc<crate::sandbox::ReviewerModule>,

@@ -5,7 +5,7 @@
 //! world) may call `complete` during a review. The module never chooses the
 //! endpoint, the model or the key: the operator grants it one model by name
 //! ([`ModelGrant`]), and the host makes the call through a [`Model`] the
-//! embedder provides (gatehouse's own, in `gatehouse-mcp`, speaks the
+//! embedder provides (gatehouse's own, in `gatehouse-models`, speaks the
 //! OpenAI-compatible `/chat/completions` API). The core knows no HTTP.
 //!
 //! Time: a model review has a wall-clock budget of its own
@@ -478,7 +478,7 @@ impl Cancel {
 }
 
 /// One model call, as the audit line records it (and reads it back:
-/// `gatehouse_mcp::audit::read`).
+/// `gatehouse_audit::read`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelCallRecord {
     /// The grant's name (`[models.NAME]`).

@@ -6,7 +6,7 @@
 //! URIs are kept as the servers give them, except that a URI more than one
 //! server claims is listed once per server as
 //! `gatehouse://resource/SERVER/URI`, which reads `URI` from `SERVER`. The
-//! rules are in `gateway::forward::index`. The index is built from every server's listings
+//! rules are in `forward::index`. The index is built from every server's listings
 //! once per snapshot generation, and again on every `resources/list` and
 //! `resources/templates/list`.
 //!
@@ -41,14 +41,14 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Every server's resources, as `gateway::forward::index` lists them. A
+    /// Every server's resources, as `forward::index` lists them. A
     /// server that fails to list is left out (and logged); the others still
     /// answer.
     pub async fn list_resources(&self, snapshot: &Snapshot) -> Vec<Resource> {
         self.rebuild(snapshot).await.resources().to_vec()
     }
 
-    /// Every server's resource templates, as `gateway::forward::index` lists
+    /// Every server's resource templates, as `forward::index` lists
     /// them.
     pub async fn list_resource_templates(&self, snapshot: &Snapshot) -> Vec<ResourceTemplate> {
         self.rebuild(snapshot).await.resource_templates().to_vec()

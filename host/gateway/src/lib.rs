@@ -7,7 +7,7 @@
 //! stdio or [`http`]), ties each elicitation to the upstream call it belongs
 //! to ([`calls`]), routes it through the review chain ([`router`]), writes
 //! its audit line, and puts what no module decides in front of the person
-//! behind the upstream session ([`upstream`]). `gatehouse.toml` ([`config`],
+//! behind the upstream session ([`Upstream`]). `gatehouse.toml` ([`config`],
 //! followed as it settles: [`config_file`]) says what runs; [`reload`]
 //! swaps a checked chain in; [`control`] is the socket `gatehouse reload`
 //! talks to.
@@ -16,7 +16,7 @@
 //! the [`router::Router`] (their
 //! [`ElicitationHandler`](gatehouse_mcp::handler::ElicitationHandler)) →
 //! the core's review chain → an audit line → the answer back to the server;
-//! what no module decides goes to the person ([`upstream`]).
+//! what no module decides goes to the person ([`Upstream`]).
 
 pub mod calls;
 pub mod catalog;

@@ -104,7 +104,7 @@ impl Gateway {
     /// The gateway for another session over streamable HTTP
     /// ([`Gateway::for_new_session`]), where a request of protocol
     /// 2026-07-28 is a session of its own, and the request that carries the
-    /// answers to its questions comes as another ([`Gateway::owner`]).
+    /// answers to its questions comes as another (`Gateway::owner`).
     pub fn for_new_http_session(&self) -> Gateway {
         Gateway {
             over_http: true,
@@ -353,7 +353,7 @@ impl ServerHandler for Gateway {
     /// Every version rmcp knows: `initialize` negotiates at most the newest
     /// with that handshake (elicitations then go upstream as requests), and
     /// a client that opens with `server/discover` gets 2026-07-28 (its
-    /// questions ride in results, [`rounds`]).
+    /// questions ride in results, `rounds`).
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
         std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
     }

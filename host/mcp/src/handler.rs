@@ -2,9 +2,9 @@
 //! (pushed `elicitation/create` requests and 2026-07-28 input requests
 //! alike, tagged with their [`Delivery`]) goes to an [`ElicitationHandler`],
 //! and `notifications/tools/list_changed` to a callback; the two travel
-//! together as [`ConnectionHooks`]. The router
-//! ([`crate::router::Router`]) is the handler of every connection the
-//! gateway makes; [`DeclineAll`] is the safe default. An elicitation the
+//! together as [`ConnectionHooks`]. The gateway's router
+//! (`gatehouse_gateway::router::Router`) is the handler of every connection
+//! the gateway makes; [`DeclineAll`] is the safe default. An elicitation the
 //! connection refuses itself, before any handler (one sent outside any
 //! request of gatehouse's under protocol 2026-07-28), is reported to the
 //! handler as a [`Refused`] ([`ElicitationHandler::refused`]), so its owner
@@ -45,7 +45,7 @@ pub struct IncomingElicitation {
     /// How it arrived.
     pub delivery: Delivery,
     /// The upstream call the transport says it was sent under, when it says
-    /// (`calls::current_call`: a 2026-07-28 input request arrives inside
+    /// ([`crate::on_behalf::current_call`]: a 2026-07-28 input request arrives inside
     /// the call the gateway forwarded); `None` leaves the router to bind it
     /// by what is in flight.
     pub call: Option<crate::on_behalf::CallKey>,

@@ -9,7 +9,7 @@
 //! and one audit line.
 //!
 //! Both transports therefore look at each raw message before rmcp does (the
-//! stdio pump in `stdio`, the SSE streams in [`RescuingHttpClient`]).
+//! stdio pump in `connection::stdio`, the SSE streams in [`RescuingHttpClient`]).
 //! Such a request keeps its id and method, and its params move under
 //! [`RAW_PARAMS_KEY`]: an object rmcp accepts. The typed decode of the
 //! elicitation still fails (there is no `message`), so rmcp hands the request

@@ -64,7 +64,7 @@ pub const STRICT_KEY: &str = gatehouse_core::answer::STRICT_AUTO_REVIEW_KEY;
 /// The module name of an audit step the router wrote itself.
 pub const ROUTER_STEP: &str = "gatehouse:router";
 
-/// The first line of the message of [`Decided::unmatched`].
+/// The first line of the message of `Decided::unmatched`.
 pub const UNMATCHED_HEADLINE: &str =
     "This approval request was declined because it does not match any call the agent made.";
 /// The instructions after [`Decided::unmatched`]'s reason.
@@ -318,8 +318,8 @@ impl Effective {
     /// Where `gatehouse serve` sends `params` under these settings and what
     /// it answers, with `review` running the chain under the settings the
     /// router runs it under (for a strict request
-    /// [`Effective::for_strict_review`]): the router's own [`route`], then
-    /// [`strict`] or [`after_chain`] on the report.
+    /// [`Effective::for_strict_review`]): the router's own `route`, then
+    /// `strict` or `after_chain` on the report.
     ///
     /// What only a running gateway knows is not applied: the match of a
     /// tool-call approval against the agent's calls in flight (serve declines

@@ -10,8 +10,9 @@
 //! What arrives here has passed `inbound` first: a server's request id
 //! longer than 256 characters is already the cut the audit records
 //! (`context.id`), and a request sent outside any request of gatehouse's
-//! under protocol 2026-07-28 never arrives (refused, audited and logged
-//! within a budget there, where rmcp would have refused it unaudited).
+//! under protocol 2026-07-28 never arrives (refused there, reported to the
+//! handler to be audited, and logged within a budget, where rmcp would have
+//! refused it unaudited).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

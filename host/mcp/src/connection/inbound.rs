@@ -759,7 +759,7 @@ mod tests {
     async fn the_discover_result_sets_the_protocol() {
         // Under the 2026-07-28 discover handshake the version is settled by
         // the discover result: an elicitation right behind it is refused
-        // and audited here, not by rmcp's already strict loop.
+        // and reported here, not by rmcp's already strict loop.
         let mut setup = setup(
             None,
             vec![

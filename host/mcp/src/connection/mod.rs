@@ -8,8 +8,8 @@
 //!
 //! The transports: a stdio child (`stdio`) or streamable HTTP
 //! (`streamable_http`), each behind `inbound` (long request ids cut,
-//! requests sent outside any request of gatehouse's refused and audited
-//! before rmcp sees them). The rmcp client side, what gatehouse declares and
+//! requests sent outside any request of gatehouse's refused before rmcp
+//! sees them and reported to the handler, which audits them). The rmcp client side, what gatehouse declares and
 //! how the server's requests and notifications reach the hooks, is
 //! `client`.
 
