@@ -65,6 +65,7 @@ const ABOVE_THE_CORE: &[&str] = &[
     "gatehouse-conformance",
     "gatehouse-audit",
     "gatehouse-models",
+    "gatehouse-registry",
     "gatehouse-mcp",
     "gatehouse-gateway",
     "gatehouse-bench",
@@ -256,5 +257,29 @@ fn the_gateway_has_no_cli_or_test_tooling() {
         &own,
         &["anyhow"],
         "library errors are typed (thiserror); anyhow belongs to the binary",
+    );
+}
+
+#[test]
+fn the_registry_links_no_mcp_gateway_or_cli() {
+    let crates = tree("gatehouse-registry", &[]);
+    assert!(
+        crates.contains("gatehouse-base"),
+        "the tree was read: {crates:?}"
+    );
+    let mut forbidden = vec![
+        "rmcp",
+        "axum",
+        "gatehouse-mcp",
+        "gatehouse-gateway",
+        "gatehouse-audit",
+    ];
+    forbidden.extend(CLI_AND_TOOLING);
+    assert_absent(
+        "gatehouse-registry",
+        &crates,
+        &forbidden,
+        "modules as artifacts (the store, and next the OCI client, the lock file and signatures) know no MCP \
+         and no gateway; the gateway asks the registry for a locked module's bytes",
     );
 }

@@ -20,6 +20,7 @@ const CRATES: &[&str] = &[
     "host/conformance",
     "host/audit",
     "host/models",
+    "host/registry",
     "host/mcp",
     "host/gateway",
     "host/cli",
