@@ -833,3 +833,78 @@ async fn an_elicitation_a_connection_refused_gets_its_one_audit_line() {
     assert_eq!(line["answer"]["error"]["code"], -32602);
     assert_eq!(line["latency_us"], 42);
 }
+
+/// A person whose client goes away when `gone` is cancelled.
+struct GoesWhen(tokio_util::sync::CancellationToken);
+
+impl Person for GoesWhen {
+    fn ask(
+        &self,
+        _: &IncomingElicitation,
+        _: Option<SessionId>,
+    ) -> Result<BoxFuture<'static, Result<ElicitResult, NoAnswer>>, NotAsked> {
+        let gone = self.0.clone();
+        Ok(Box::pin(async move {
+            gone.cancelled().await;
+            Err(NoAnswer::ClientGone)
+        }))
+    }
+}
+
+/// A signal drains the router before the sessions close, and the close then
+/// takes the person's client away too. When the question's task sees both
+/// at once (a busy machine: the Codex SIGTERM test saw it in CI), the
+/// shutdown is why, not the client: its going was the shutdown's doing.
+#[tokio::test]
+async fn a_question_drained_by_a_shutdown_is_the_shutdowns_even_when_its_client_then_goes() {
+    let sandbox = sandbox();
+    let guardian = load(&sandbox, "gatehouse_guardian");
+    let chain = Chain::new(vec![ChainLink::new(guardian).with_config("{}")]);
+    let audit = Arc::new(AuditLog::in_memory());
+    let gone = tokio_util::sync::CancellationToken::new();
+    let router = Arc::new(Router::new(
+        chain,
+        ElicitationSettings::default(),
+        audit.clone(),
+        Arc::new(GoesWhen(gone.clone())),
+        64,
+    ));
+    let routing = tokio::spawn({
+        let router = router.clone();
+        async move {
+            router
+                .route(pushed_form(
+                    "1",
+                    gatehouse_mcp::handler::WireArrival::default(),
+                ))
+                .await
+        }
+    });
+    for _ in 0..5000 {
+        if router.pending().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        router.pending().len(),
+        1,
+        "the question waits for the person"
+    );
+    // The shutdown, then the session's close, with no await between them:
+    // the routing task wakes to both.
+    router.begin_drain();
+    gone.cancel();
+    let answer = routing.await.expect("joins").expect("answered");
+    let lines = audit.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line: Value = serde_json::from_str(&lines[0]).expect("JSON");
+    assert_ne!(line["decided_by"], "person", "{line}");
+    let reason = line["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("gatehouse is shutting down"), "{line}");
+    assert!(!reason.contains("went away"), "{line}");
+    assert_ne!(
+        serde_json::to_value(&answer).expect("JSON")["action"],
+        "accept"
+    );
+}
