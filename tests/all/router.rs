@@ -851,10 +851,12 @@ impl Person for GoesWhen {
     }
 }
 
-/// A signal drains the router before the sessions close, and the close then
-/// takes the person's client away too. When the question's task sees both
-/// at once (a busy machine: the Codex SIGTERM test saw it in CI), the
-/// shutdown is why, not the client: its going was the shutdown's doing.
+/// A signal drains the router's questions before the sessions close
+/// (`Router::drain_questions`), and the close then takes the person's client
+/// away too. The drain returns only once each question has seen the
+/// cancel, so none is blamed on its client. With `begin_drain` alone the
+/// question's task wakes to both at once and takes the client's going (a
+/// busy machine: the Codex SIGTERM test saw it in CI).
 #[tokio::test]
 async fn a_question_drained_by_a_shutdown_is_the_shutdowns_even_when_its_client_then_goes() {
     let sandbox = sandbox();
@@ -891,9 +893,11 @@ async fn a_question_drained_by_a_shutdown_is_the_shutdowns_even_when_its_client_
         1,
         "the question waits for the person"
     );
-    // The shutdown, then the session's close, with no await between them:
-    // the routing task wakes to both.
-    router.begin_drain();
+    // The shutdown, then the session's close.
+    router
+        .drain_questions(std::time::Duration::from_secs(5))
+        .await;
+    assert!(router.pending().is_empty(), "every question saw the drain");
     gone.cancel();
     let answer = routing.await.expect("joins").expect("answered");
     let lines = audit.lines();

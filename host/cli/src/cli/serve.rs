@@ -19,6 +19,10 @@ use gatehouse_mcp::runtime::McpRuntime;
 use gatehouse_mcp::watch::FileWatcher;
 use rmcp::ServiceExt;
 
+/// How long a signal's shutdown waits, at most, for the questions waiting
+/// for the person to be decided as cancelled before the sessions close.
+const QUESTIONS_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Run the gateway: an MCP server (stdio by default) in front of the
 /// configured MCP servers, reviewing every elicitation they send.
 #[derive(Debug, clap::Args)]
@@ -193,12 +197,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     // A signal ends the serving, the router's questions first: they are
     // answered as cancelled by the shutdown before the sessions close (which
-    // would have them answered as their client's going).
+    // would have them answered as their client's going). Each question's
+    // task must have seen the cancel before the close, or on a busy machine
+    // it wakes to both at once.
     let stopped = {
         let (stop, router) = (stop.clone(), router.clone());
         async move {
             stop.requested_now().await;
-            router.begin_drain();
+            router.drain_questions(QUESTIONS_SETTLE).await;
         }
     };
     let served = if stop.requested() {

@@ -269,6 +269,20 @@ impl Router {
         self.shutdown.cancel();
     }
 
+    /// Cancels everything waiting for the person or a model
+    /// ([`Router::begin_drain`]) and waits (up to `limit`) until every
+    /// question that waited for the person has seen it, so that each is
+    /// decided as cancelled by the shutdown. A host that closes the upstream
+    /// sessions next calls this first: a question whose task woke to the
+    /// close and the cancel at once would be audited as its client's going.
+    pub async fn drain_questions(&self, limit: Duration) {
+        self.begin_drain();
+        let deadline = Instant::now() + limit;
+        while !self.pending.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Cancels everything waiting for the person or a model and waits (up to
     /// `grace`) until every elicitation in flight is answered and audited.
     pub async fn drain(&self, grace: Duration) {

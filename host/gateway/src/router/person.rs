@@ -213,9 +213,8 @@ pub(super) async fn ask(
         reason: reason.to_owned(),
         steps,
     };
-    // Biased: an answer that is ready wins over a shutdown cancel that came
-    // after it (a client's going that is ready too yields to the cancel
-    // below, when the question was cancelled by the time it is seen).
+    // Biased: an answer (or the client having gone) that is ready wins over
+    // a shutdown cancel that came after it.
     let answered = tokio::select! {
         biased;
         answered = asking => answered,
@@ -240,18 +239,9 @@ pub(super) async fn ask(
         () = replaced.cancelled() => return cancel(REUSED_ID_REASON, steps),
         () = elicitation.arrival.superseded.cancelled() => return cancel(REUSED_ID_REASON, steps),
     };
-    // Cancelled under it too (a shutdown, or its server's going) by the
-    // time the answer's failure was seen: a shutdown closes the sessions
-    // right after it cancels the questions, so a client that went away
-    // then went because of it.
-    let cancelled_too = entry.replaced.is_cancelled();
     drop(entry);
     match answered {
         Ok(result) => checked(&result, request.params(), settings.on_unhandled, why, steps),
-        Err(_) if cancelled_too => {
-            let because = pending.cancelled_because();
-            unhandled(settings.on_unhandled, format!("{why}; {because}"), steps)
-        }
         // The person's client went away or failed: nobody decided, so the
         // server hears `on_unhandled`, and the audit line says why.
         Err(no_answer) => unhandled(settings.on_unhandled, format!("{why}; {no_answer}"), steps),
