@@ -277,20 +277,14 @@ impl Router {
     /// close and the cancel at once would be audited as its client's going.
     pub async fn drain_questions(&self, limit: Duration) {
         self.begin_drain();
-        let deadline = Instant::now() + limit;
-        while !self.pending.is_empty() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        settle(|| self.pending.is_empty(), limit, Duration::from_millis(1)).await;
     }
 
     /// Cancels everything waiting for the person or a model and waits (up to
     /// `grace`) until every elicitation in flight is answered and audited.
     pub async fn drain(&self, grace: Duration) {
         self.begin_drain();
-        let deadline = Instant::now() + grace;
-        while self.in_flight() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        settle(|| self.in_flight() == 0, grace, Duration::from_millis(10)).await;
     }
 
     /// Routes one elicitation and writes its audit line; returns the answer.
@@ -753,6 +747,14 @@ async fn watched<T: Send + 'static>(
             );
             Err(ReviewFailure::Deadline(budget))
         }
+    }
+}
+
+/// Waits until `settled` holds, looking every `poll`, at most `limit`.
+async fn settle(settled: impl Fn() -> bool, limit: Duration, poll: Duration) {
+    let deadline = Instant::now() + limit;
+    while !settled() && Instant::now() < deadline {
+        tokio::time::sleep(poll).await;
     }
 }
 
