@@ -18,6 +18,7 @@ mod model_provider;
 mod model_routing;
 mod module_graph;
 mod module_limits;
+mod oci;
 mod reload;
 mod router;
 mod sandbox_failures;

@@ -12,6 +12,7 @@ use gatehouse_core::sandbox::{Limits, ReviewerModule, Sandbox};
 
 pub mod load;
 pub mod model_stub;
+pub mod oci_registry;
 pub mod raw_http;
 pub mod scripted_model;
 mod table_bomb;

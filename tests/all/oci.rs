@@ -1,0 +1,394 @@
+//! Modules in an OCI registry (`gatehouse-registry`) against a real one:
+//! Debian's `docker-registry` (distribution 2.8) started on loopback by
+//! `gatehouse_tests::oci_registry`, plain, with TLS from a CA of the test,
+//! and with basic auth; and against hostile registries written here (a stall,
+//! 5xx answers, a redirect to wrong bytes).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use gatehouse_registry::{Access, Digest, ModuleRef, Registry, RegistryError, Store};
+use gatehouse_tests::oci_registry::{self, Options, PASSWORD, USER};
+
+fn guardian() -> Vec<u8> {
+    std::fs::read(gatehouse_tests::guest("gatehouse_guardian")).expect("the built guardian")
+}
+
+/// Access that never reads the caller's environment or Docker config.
+fn quiet() -> gatehouse_registry::AccessBuilder {
+    Access::builder()
+        .environment(false)
+        .docker_config("/nonexistent/config.json")
+        .retry_delay(Duration::from_millis(20))
+}
+
+fn reference(registry: &str, rest: &str) -> ModuleRef {
+    format!("{registry}/{rest}").parse().expect("reference")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn a_module_pushed_to_a_real_registry_pulls_back_verified_into_the_store() {
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let registry = Registry::new(quiet().build()).expect("client");
+    let store_dir = tempfile::tempdir().expect("store");
+    let store = Store::open(store_dir.path().join("store")).expect("store");
+    let component = guardian();
+    let tagged = reference(&server.address, "team/guardian:1.0");
+    runtime().block_on(async {
+        let pushed = registry.push(&tagged, &component).await.expect("push");
+        assert_eq!(pushed.layer_digest, Digest::of(&component));
+        assert_eq!(
+            registry.resolve(&tagged).await.expect("resolve"),
+            pushed.manifest_digest
+        );
+        let pulled = registry.pull(&tagged, &store).await.expect("pull");
+        assert_eq!(pulled.manifest_digest, pushed.manifest_digest);
+        assert_eq!(pulled.layer_digest, pushed.layer_digest);
+        assert_eq!(
+            store.get(&pulled.layer_digest).expect("in the store"),
+            component
+        );
+        assert!(store.contains(&pulled.manifest_digest) && store.contains(&pulled.config_digest));
+        // By digest too, and a wrong digest is refused naming the reference.
+        let pinned = tagged.pinned(&pushed.manifest_digest);
+        let again = registry
+            .pull(&pinned, &store)
+            .await
+            .expect("pull by digest");
+        assert_eq!(
+            again,
+            gatehouse_registry::Pulled {
+                reference: pinned,
+                ..pulled
+            }
+        );
+        let wrong = reference(
+            &server.address,
+            &format!("team/guardian@{}", Digest::of(b"something else")),
+        );
+        let err = registry
+            .pull(&wrong, &store)
+            .await
+            .expect_err("no such manifest");
+        assert!(err.to_string().contains("team/guardian@sha256:"), "{err}");
+    });
+}
+
+#[test]
+fn a_tls_registry_with_basic_auth_needs_its_ca_and_the_docker_config_credentials() {
+    let Some(server) = oci_registry::Registry::start(Options {
+        tls: true,
+        auth: true,
+    }) else {
+        return;
+    };
+    let component = guardian();
+    // `localhost` by name, so TLS checks the certificate's name too.
+    let port = server.address.rsplit(':').next().expect("port");
+    let tagged = reference(&format!("localhost:{port}"), "team/guardian:2");
+    let store_dir = tempfile::tempdir().expect("store");
+    let store = Store::open(store_dir.path().join("store")).expect("store");
+    let docker = oci_registry::docker_config(
+        &store_dir.path().join("docker"),
+        &format!("localhost:{port}"),
+        USER,
+        PASSWORD,
+    );
+    runtime().block_on(async {
+        // Without the CA: the certificate is not trusted, and that is said;
+        // a registry that speaks TLS is never retried over plain HTTP, even
+        // on loopback.
+        let no_ca = Registry::new(quiet().docker_config(docker.join("config.json")).build())
+            .expect("client");
+        let err = no_ca.push(&tagged, &component).await.expect_err("no CA");
+        eprintln!("without the CA: {err}");
+        assert!(err.to_string().contains("certificate"), "{err}");
+        // With the CA but no credentials: refused, naming the reference.
+        let no_creds = Registry::new(quiet().ca_file(server.ca_file()).build()).expect("client");
+        let err = no_creds
+            .push(&tagged, &component)
+            .await
+            .expect_err("unauthorized");
+        let text = err.to_string();
+        eprintln!("without credentials: {text}");
+        assert!(
+            text.starts_with(&tagged.to_string()) && text.contains("refused the credentials"),
+            "{text}"
+        );
+        // A wrong password from the Docker config is refused too.
+        let wrong = oci_registry::docker_config(
+            &store_dir.path().join("docker-wrong"),
+            &format!("localhost:{port}"),
+            USER,
+            "not the password",
+        );
+        let wrong = Registry::new(
+            quiet()
+                .ca_file(server.ca_file())
+                .docker_config(wrong.join("config.json"))
+                .build(),
+        )
+        .expect("client");
+        let err = wrong
+            .push(&tagged, &component)
+            .await
+            .expect_err("wrong password");
+        eprintln!("with a wrong password: {err}");
+        assert!(err.to_string().contains("refused the credentials"), "{err}");
+        // The CA and the Docker config's credentials: it works.
+        let good = Registry::new(
+            quiet()
+                .ca_file(server.ca_file())
+                .docker_config(docker.join("config.json"))
+                .build(),
+        )
+        .expect("client");
+        let pushed = good.push(&tagged, &component).await.expect("push");
+        let pulled = good.pull(&tagged, &store).await.expect("pull");
+        assert_eq!(pulled.manifest_digest, pushed.manifest_digest);
+        assert_eq!(store.get(&pulled.layer_digest).expect("stored"), component);
+    });
+}
+
+#[test]
+fn a_blob_corrupted_in_the_registry_is_refused_and_nothing_unverified_is_stored() {
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let registry = Registry::new(quiet().build()).expect("client");
+    let store_dir = tempfile::tempdir().expect("store");
+    let store = Store::open(store_dir.path().join("store")).expect("store");
+    let component = guardian();
+    let tagged = reference(&server.address, "team/guardian:bad");
+    runtime().block_on(async {
+        let pushed = registry.push(&tagged, &component).await.expect("push");
+        // distribution keeps blobs at blobs/sha256/XX/HEX/data.
+        let hex = pushed.layer_digest.hex();
+        let data = server
+            .storage()
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data");
+        let mut bytes = std::fs::read(&data).expect("the registry's blob");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&data, bytes).expect("corrupt it");
+        let err = registry.pull(&tagged, &store).await.expect_err("mismatch");
+        assert!(
+            matches!(
+                err,
+                RegistryError::Mismatch {
+                    what: "component",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("team/guardian:bad"), "{err}");
+        assert!(!store.contains(&pushed.layer_digest));
+        assert!(
+            !store.contains(&pushed.manifest_digest),
+            "no manifest without its blobs"
+        );
+    });
+}
+
+#[test]
+fn manifests_outside_the_wasm_layout_and_oversized_modules_are_refused_before_any_blob() {
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let component = guardian();
+    let tagged = reference(&server.address, "team/big:1");
+    let store_dir = tempfile::tempdir().expect("store");
+    let store = Store::open(store_dir.path().join("store")).expect("store");
+    runtime().block_on(async {
+        let registry = Registry::new(quiet().build()).expect("client");
+        registry.push(&tagged, &component).await.expect("push");
+        let small = Registry::new(quiet().max_module_bytes(1024).build()).expect("client");
+        let err = small.pull(&tagged, &store).await.expect_err("too big");
+        assert!(
+            err.to_string().contains("over the 1024-byte limit"),
+            "{err}"
+        );
+        assert!(store.digests().expect("list").is_empty());
+
+        // A container image's manifest (another config media type), pushed
+        // with oci-client directly.
+        let image = reference(&server.address, "team/image:1");
+        let client = oci_client::Client::new(oci_client::client::ClientConfig {
+            protocol: oci_client::client::ClientProtocol::Http,
+            ..Default::default()
+        });
+        let layer = oci_client::client::ImageLayer::oci_v1(component.clone(), None);
+        let config = oci_client::client::Config::oci_v1(b"{}".to_vec(), None);
+        client
+            .push(
+                &image.to_string().parse().expect("oci ref"),
+                &[layer.clone(), layer],
+                config,
+                &oci_client::secrets::RegistryAuth::Anonymous,
+                None,
+            )
+            .await
+            .expect("push an image");
+        let err = registry.pull(&image, &store).await.expect_err("not wasm");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&image.to_string()) && text.contains("container image"),
+            "{text}"
+        );
+        assert!(store.digests().expect("list").is_empty());
+    });
+}
+
+/// A registry that answers `/v2/` and then `status` to everything, counting
+/// the requests.
+async fn failing_registry(status: u16) -> (String, Arc<AtomicUsize>) {
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let seen = seen.clone();
+        async move {
+            if request.uri().path() == "/v2/" {
+                return axum::http::StatusCode::OK.into_response();
+            }
+            seen.fetch_add(1, Ordering::SeqCst);
+            (
+                axum::http::StatusCode::from_u16(status).expect("status"),
+                "\u{1b}[31mupstream exploded",
+            )
+                .into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (address, count)
+}
+
+use axum::response::IntoResponse as _;
+
+#[test]
+fn a_registry_answering_5xx_is_retried_a_bounded_number_of_times_then_named() {
+    runtime().block_on(async {
+        let (address, count) = failing_registry(503).await;
+        let registry = Registry::new(quiet().attempts(3).build()).expect("client");
+        let store_dir = tempfile::tempdir().expect("store");
+        let store = Store::open(store_dir.path().join("store")).expect("store");
+        let tagged = reference(&address, "team/guardian:1");
+        let err = registry.pull(&tagged, &store).await.expect_err("5xx");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&tagged.to_string()) && text.contains("503"),
+            "{text}"
+        );
+        assert!(
+            !text.contains('\u{1b}'),
+            "the registry's text is escaped: {text:?}"
+        );
+        assert_eq!(count.load(Ordering::SeqCst), 3, "three attempts, no more");
+        // A 404 is not retried.
+        let (address, count) = failing_registry(404).await;
+        let tagged = reference(&address, "team/guardian:1");
+        registry.pull(&tagged, &store).await.expect_err("404");
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn a_registry_that_stalls_is_cut_off_by_the_operation_bound() {
+    runtime().block_on(async {
+        // Accepts connections and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let registry = Registry::new(
+            quiet()
+                .operation_timeout(Duration::from_millis(700))
+                .build(),
+        )
+        .expect("client");
+        let store_dir = tempfile::tempdir().expect("store");
+        let store = Store::open(store_dir.path().join("store")).expect("store");
+        let tagged = reference(&address, "team/guardian:1");
+        let err = registry.pull(&tagged, &store).await.expect_err("stalls");
+        assert!(matches!(err, RegistryError::Timeout { .. }), "{err}");
+        assert!(err.to_string().contains("team/guardian:1"), "{err}");
+    });
+}
+
+#[test]
+fn a_blob_redirected_to_another_server_with_other_bytes_is_refused() {
+    runtime().block_on(async {
+        let component = guardian();
+        let artifact =
+            gatehouse_registry::layout::Artifact::from_component(&component).expect("layout");
+        // The elsewhere: serves different bytes for every path.
+        let elsewhere = axum::Router::new().fallback(|| async { "not the module".repeat(10) });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let other = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move { axum::serve(listener, elsewhere).await });
+        // The registry: a true manifest, and every blob redirected.
+        let manifest = artifact.manifest_bytes.clone();
+        let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let manifest = manifest.clone();
+            let other = other.clone();
+            async move {
+                let path = request.uri().path().to_owned();
+                if path == "/v2/" {
+                    axum::http::StatusCode::OK.into_response()
+                } else if path.contains("/manifests/") {
+                    (
+                        [(
+                            "content-type",
+                            gatehouse_registry::layout::MANIFEST_MEDIA_TYPE,
+                        )],
+                        manifest,
+                    )
+                        .into_response()
+                } else {
+                    axum::response::Redirect::temporary(&format!("http://{other}/blob"))
+                        .into_response()
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let registry = Registry::new(quiet().build()).expect("client");
+        let store_dir = tempfile::tempdir().expect("store");
+        let store = Store::open(store_dir.path().join("store")).expect("store");
+        let tagged = reference(&address, "team/guardian:1");
+        let err = registry
+            .pull(&tagged, &store)
+            .await
+            .expect_err("wrong bytes");
+        assert!(matches!(err, RegistryError::Mismatch { .. }), "{err}");
+        assert!(store.digests().expect("list").is_empty());
+    });
+}
