@@ -130,6 +130,10 @@ pub struct Config {
     /// ([`gatehouse_models`]).
     #[serde(default)]
     pub models: BTreeMap<String, gatehouse_models::ModelConfig>,
+    /// The `[registry]` section: the module store and how registries are
+    /// reached ([`gatehouse_registry::config`]).
+    #[serde(default)]
+    pub registry: gatehouse_registry::config::RegistryConfig,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,

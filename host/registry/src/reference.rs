@@ -90,6 +90,15 @@ impl FromStr for ModuleRef {
         if !names_host {
             return Err(RefError::NoHost { text: shown() });
         }
+        // The digest first, for an error that says what a digest is.
+        if let Some((_, digest)) = text.rsplit_once('@') {
+            digest
+                .parse::<Digest>()
+                .map_err(|source| RefError::Digest {
+                    text: shown(),
+                    source,
+                })?;
+        }
         let inner: oci_client::Reference = text.parse().map_err(|err| RefError::Invalid {
             text: shown(),
             reason: format!("{err}"),
@@ -246,8 +255,8 @@ mod tests {
             ("", "empty"),
             (" localhost:5000/g:1", "spaces"),
             ("localhost:5000/G:1", "module reference"),
-            ("localhost:5000/g@sha256:abc", "module reference"),
-            ("localhost:5000/g@md5:0123", "module reference"),
+            ("localhost:5000/g@sha256:abc", "64 lowercase hex"),
+            ("localhost:5000/g@md5:0123", "only sha256"),
         ] {
             let err = text.parse::<ModuleRef>().expect_err(text).to_string();
             assert!(err.contains(says), "{text}: {err}");

@@ -8,6 +8,7 @@ mod demo;
 mod init;
 mod inspect;
 mod module_limits;
+mod modules;
 mod new;
 mod plugins;
 mod reload;
@@ -49,6 +50,7 @@ enum Command {
     New(new::NewArgs),
     Init(init::InitArgs),
     Audit(audit::AuditArgs),
+    Modules(modules::ModulesArgs),
 }
 
 /// Where an installed `gatehouse` keeps the reference guests, relative to
@@ -107,7 +109,8 @@ impl Cli {
             | Command::Plugins(_)
             | Command::New(_)
             | Command::Init(_)
-            | Command::Audit(_) => "warn",
+            | Command::Audit(_)
+            | Command::Modules(_) => "warn",
             Command::Demo(_) => "error",
             // Failed reviews are counted in the report, not logged one by one.
             Command::Bench(_) => "error",
@@ -129,6 +132,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::New(args) => new::run(args),
         Command::Init(args) => init::run(args),
         Command::Audit(args) => audit::run(args),
+        Command::Modules(args) => modules::run(args),
     }
 }
 

@@ -10,6 +10,10 @@ mod http_gateway;
 #[allow(dead_code)]
 #[path = "../../../../tests/support/model_stub.rs"]
 mod model_stub;
+// Shared with tests/all, whose registry tests use all of it.
+#[allow(dead_code)]
+#[path = "../../../../tests/support/oci_registry.rs"]
+mod oci_registry;
 mod paths;
 #[path = "../../../../tests/support/tool_result.rs"]
 mod tool_result;
@@ -29,6 +33,7 @@ mod http_streams;
 mod init;
 mod model_cli;
 mod model_gateway;
+mod modules;
 mod new;
 mod protocol_2026;
 mod resources;

@@ -1,0 +1,223 @@
+//! `gatehouse modules`: reviewer modules as OCI artifacts. `push` publishes
+//! a component, `pull` brings one into the store, `gc` removes from the
+//! store what the lock file does not name.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use gatehouse_base::escape::escape;
+use gatehouse_gateway::config::Config;
+use gatehouse_registry::lock::Lock;
+use gatehouse_registry::{ModuleRef, Registry, Store};
+
+/// Publish reviewer modules to OCI registries and keep the local store.
+///
+/// A module is stored in a registry as `wkg oci` and `oras` store Wasm
+/// components: an OCI image manifest with the config media type
+/// `application/vnd.wasm.config.v0+json` and one `application/wasm` layer.
+/// References name their registry: `HOST[:PORT]/REPO:TAG` or
+/// `HOST[:PORT]/REPO@sha256:…`. Registries are HTTPS (the platform's roots
+/// plus `[registry] ca_files`); plain HTTP only for loopback and the hosts
+/// in `[registry] insecure`. Credentials: `GATEHOUSE_REGISTRY_USERNAME` and
+/// `GATEHOUSE_REGISTRY_PASSWORD`, else the Docker config (`docker login`).
+#[derive(Debug, clap::Args)]
+pub struct ModulesArgs {
+    #[command(subcommand)]
+    command: ModulesCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ModulesCommand {
+    /// Publish a component file at a reference; prints the manifest digest
+    /// (`REF@sha256:…` pins exactly this artifact).
+    Push(PushArgs),
+    /// Fetch the module a reference names into the store, verified; prints
+    /// what the tag resolved to.
+    Pull(PullArgs),
+    /// Remove from the store every blob the lock file does not name.
+    Gc(GcArgs),
+}
+
+/// Where the `[registry]` settings and the store come from.
+#[derive(Debug, clap::Args)]
+struct Place {
+    /// The config whose `[registry]` section applies; the store is beside
+    /// it (default `.gatehouse/store`). Without one: no settings, and the
+    /// store `.gatehouse/store` in the current directory.
+    #[arg(long, value_name = "gatehouse.toml")]
+    config: Option<PathBuf>,
+    /// Also allow plain HTTP to this registry host (repeatable).
+    #[arg(long, value_name = "HOST[:PORT]")]
+    insecure: Vec<String>,
+    /// Also trust this CA (PEM; repeatable).
+    #[arg(long, value_name = "FILE")]
+    ca_file: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct PushArgs {
+    /// The component (`.wasm`).
+    file: PathBuf,
+    /// Where to publish it: `HOST[:PORT]/REPO:TAG`.
+    reference: String,
+    #[command(flatten)]
+    place: Place,
+}
+
+#[derive(Debug, clap::Args)]
+struct PullArgs {
+    /// What to fetch: `HOST[:PORT]/REPO:TAG` or `…@sha256:…`.
+    reference: String,
+    #[command(flatten)]
+    place: Place,
+}
+
+#[derive(Debug, clap::Args)]
+struct GcArgs {
+    /// The config beside which the store and `gatehouse.lock` are.
+    #[arg(long, value_name = "gatehouse.toml")]
+    config: PathBuf,
+    /// Say what would be removed, remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub fn run(args: ModulesArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        ModulesCommand::Push(args) => push(args),
+        ModulesCommand::Pull(args) => pull(args),
+        ModulesCommand::Gc(args) => gc(args),
+    }
+}
+
+/// The `[registry]` section and the directory its relative paths start
+/// from, the command line's additions applied.
+struct Settings {
+    registry: gatehouse_registry::config::RegistryConfig,
+    base_dir: PathBuf,
+}
+
+impl Place {
+    fn settings(&self) -> anyhow::Result<Settings> {
+        let (mut registry, base_dir) = match &self.config {
+            Some(path) => {
+                let config = Config::load(path)?;
+                (config.registry.clone(), config.base_dir().to_path_buf())
+            }
+            None => (Default::default(), PathBuf::from(".")),
+        };
+        registry.insecure.extend(self.insecure.iter().cloned());
+        let cwd = std::env::current_dir().context("cannot tell the current directory")?;
+        registry
+            .ca_files
+            .extend(self.ca_file.iter().map(|file| cwd.join(file)));
+        Ok(Settings { registry, base_dir })
+    }
+}
+
+impl Settings {
+    fn registry(&self) -> anyhow::Result<Registry> {
+        Ok(Registry::new(self.registry.access(&self.base_dir))?)
+    }
+
+    fn store(&self) -> anyhow::Result<Store> {
+        Ok(Store::open(self.registry.store_dir(&self.base_dir))?
+            .with_max_blob_bytes(self.registry.access(&self.base_dir).max_module_bytes()))
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn reference(text: &str) -> anyhow::Result<ModuleRef> {
+    Ok(text.parse::<ModuleRef>()?)
+}
+
+fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
+    let reference = reference(&args.reference)?;
+    let settings = args.place.settings()?;
+    let component = read_component(&args.file)?;
+    let registry = settings.registry()?;
+    eprintln!(
+        "pushing {} ({} bytes) to {}",
+        escape(&args.file.display().to_string()),
+        component.len(),
+        escape(&reference.to_string())
+    );
+    let pushed = runtime()?.block_on(registry.push(&reference, &component))?;
+    println!(
+        "{}",
+        escape(&reference.pinned(&pushed.manifest_digest).to_string())
+    );
+    eprintln!("component {}", pushed.layer_digest);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let limit = gatehouse_registry::access::DEFAULT_MAX_MODULE_BYTES;
+    let metadata = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", escape(&path.display().to_string())))?;
+    anyhow::ensure!(
+        metadata.len() <= limit,
+        "{} is {} bytes, over the {limit}-byte module limit",
+        escape(&path.display().to_string()),
+        metadata.len()
+    );
+    std::fs::read(path)
+        .with_context(|| format!("cannot read {}", escape(&path.display().to_string())))
+}
+
+fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
+    let reference = reference(&args.reference)?;
+    let settings = args.place.settings()?;
+    let registry = settings.registry()?;
+    let store = settings.store()?;
+    eprintln!("pulling {}", escape(&reference.to_string()));
+    let pulled = runtime()?.block_on(registry.pull(&reference, &store))?;
+    println!(
+        "{}",
+        escape(&reference.pinned(&pulled.manifest_digest).to_string())
+    );
+    eprintln!(
+        "component {} ({} bytes) in {}",
+        pulled.layer_digest,
+        pulled.size,
+        escape(&store.root().display().to_string())
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
+    let config = Config::load(&args.config)?;
+    let lock_path = Lock::path_beside(&args.config);
+    let keep = Lock::read(&lock_path)?
+        .map(|lock| lock.digests())
+        .unwrap_or_default();
+    let store = Store::open(config.registry.store_dir(config.base_dir()))?;
+    if args.dry_run {
+        let doomed: Vec<_> = store
+            .digests()?
+            .into_iter()
+            .filter(|digest| !keep.contains(digest))
+            .collect();
+        for digest in &doomed {
+            println!("would remove {digest}");
+        }
+        eprintln!(
+            "{} of the store's blobs are not in {}",
+            doomed.len(),
+            escape(&lock_path.display().to_string())
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = store.gc(&keep)?;
+    println!(
+        "kept {} blobs, removed {} files ({} bytes)",
+        report.kept, report.removed, report.removed_bytes
+    );
+    Ok(ExitCode::SUCCESS)
+}
