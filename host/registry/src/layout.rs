@@ -10,7 +10,8 @@
 //!
 //! ```
 //! use gatehouse_registry::layout::{self, Artifact};
-//! # let component = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/empty.component.wasm"))?;
+//! // The smallest component: its preamble and nothing else.
+//! let component = b"\0asm\x0d\0\x01\0".to_vec();
 //! let artifact = Artifact::from_component(&component)?;
 //! let manifest = layout::check_manifest("localhost:5000/empty:1", &artifact.manifest_bytes, 1 << 20)?;
 //! assert_eq!(manifest.layer.digest, gatehouse_registry::Digest::of(&component));
@@ -193,11 +194,8 @@ mod tests {
     use super::*;
 
     fn component() -> Vec<u8> {
-        std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/empty.component.wasm"
-        ))
-        .expect("test component")
+        // The smallest component: its preamble and nothing else.
+        b"\0asm\x0d\0\x01\0".to_vec()
     }
 
     fn manifest_with(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
