@@ -392,3 +392,82 @@ fn a_blob_redirected_to_another_server_with_other_bytes_is_refused() {
         assert!(store.digests().expect("list").is_empty());
     });
 }
+
+/// oras (the ORAS project's Python client) pushes a component the way it
+/// pushes any artifact: the file as one layer with the media type given,
+/// and a config file with its own.
+const ORAS_PUSH: &str = r#"
+import json, os, sys, tempfile, oras.client
+target, wasm = sys.argv[1], sys.argv[2]
+work = tempfile.mkdtemp()
+config = os.path.join(work, "config.json")
+with open(config, "w") as f:
+    json.dump({"architecture": "wasm", "os": "wasip2"}, f)
+os.chdir(os.path.dirname(wasm))
+client = oras.client.OrasClient(insecure=True)
+client.push(target=target, files=[os.path.basename(wasm) + ":application/wasm"],
+            manifest_config=config + ":application/vnd.wasm.config.v0+json",
+            disable_path_validation=True)
+"#;
+
+/// oras pulls an artifact's layers into a directory and checks the layout.
+const ORAS_PULL: &str = r#"
+import json, sys, oras.client
+target, outdir = sys.argv[1], sys.argv[2]
+client = oras.client.OrasClient(insecure=True)
+manifest = client.get_manifest(target)
+assert manifest["config"]["mediaType"] == "application/vnd.wasm.config.v0+json", manifest
+assert [l["mediaType"] for l in manifest["layers"]] == ["application/wasm"], manifest
+for path in client.pull(target=target, outdir=outdir):
+    print(path)
+"#;
+
+#[test]
+fn an_artifact_oras_pushed_pulls_and_reviews_and_oras_pulls_ours() {
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let Some(python) = oci_registry::oras_python() else {
+        return;
+    };
+    let component = guardian();
+    let work = tempfile::tempdir().expect("work");
+    let wasm = work.path().join("guardian.wasm");
+    std::fs::write(&wasm, &component).expect("write");
+    let store = Store::open(work.path().join("store")).expect("store");
+    let registry = Registry::new(quiet().build()).expect("client");
+
+    // Theirs, pulled by us, runs.
+    let theirs = reference(&server.address, "interop/theirs:1");
+    oci_registry::oras(
+        &python,
+        ORAS_PUSH,
+        &[&theirs.to_string(), wasm.to_str().expect("utf-8")],
+    );
+    let pulled = runtime()
+        .block_on(registry.pull(&theirs, &store))
+        .expect("pull what oras pushed");
+    let bytes = store.get(&pulled.layer_digest).expect("stored");
+    assert_eq!(bytes, component);
+    let sandbox = gatehouse_tests::sandbox();
+    let module = sandbox
+        .load_bytes("theirs", &theirs.to_string(), &bytes, None)
+        .expect("loads");
+    let report = module.review("{}", &gatehouse_tests::approval_request());
+    assert!(report.result.is_ok(), "{:?}", report.result);
+
+    // Ours, pulled by oras, is the same bytes.
+    let ours = reference(&server.address, "interop/ours:1");
+    runtime()
+        .block_on(registry.push(&ours, &component))
+        .expect("push");
+    let out = work.path().join("out");
+    let listed = oci_registry::oras(
+        &python,
+        ORAS_PULL,
+        &[&ours.to_string(), out.to_str().expect("utf-8")],
+    );
+    let files: Vec<&str> = listed.lines().collect();
+    assert_eq!(files.len(), 1, "{listed}");
+    assert_eq!(std::fs::read(files[0]).expect("oras wrote it"), component);
+}

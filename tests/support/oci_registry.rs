@@ -209,3 +209,42 @@ pub fn docker_config(dir: &Path, registry: &str, user: &str, password: &str) -> 
     .expect("docker config");
     dir.to_path_buf()
 }
+
+/// The Python of `tests/registry/.venv`, where `tests/registry/setup`
+/// installs the oras client; `None` (with why) when the tests should skip.
+/// Panics when `GATEHOUSE_REGISTRY_TESTS` is set and it is missing.
+pub fn oras_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("tests/registry/setup").is_file())
+        .map(|root| root.join("tests/registry/.venv/bin/python"))?;
+    if python.is_file() {
+        return Some(python);
+    }
+    if std::env::var_os("GATEHOUSE_REGISTRY_TESTS").is_some() {
+        panic!(
+            "GATEHOUSE_REGISTRY_TESTS is set but {} is missing: run tests/registry/setup",
+            python.display()
+        );
+    }
+    eprintln!("skipped: no oras client (run tests/registry/setup)");
+    None
+}
+
+/// Runs `script` with the oras venv's Python and `args`; panics with its
+/// output when it fails, returns its stdout.
+pub fn oras(python: &Path, script: &str, args: &[&str]) -> String {
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "oras script failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
