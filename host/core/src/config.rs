@@ -220,8 +220,15 @@ impl ModuleLimitsConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModuleConfig {
-    /// The component file, relative to the config file.
-    pub path: PathBuf,
+    /// The component file, relative to the config file (or [`oci`](Self::oci)).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// The module's reference in an OCI registry, `HOST[:PORT]/REPO:TAG`
+    /// (or [`path`](Self::path)): a host runs the digest its lock file names
+    /// for it, from its store (the `gatehouse` binary: `gatehouse.lock` and
+    /// `gatehouse modules update`). The core only carries the text.
+    #[serde(default)]
+    pub oci: Option<String>,
     /// The name in logs and audit lines (default: the file stem).
     #[serde(default)]
     pub name: Option<String>,
@@ -243,7 +250,51 @@ pub struct ModuleConfig {
     pub limits: ModuleLimitsConfig,
 }
 
+/// Where a module's component comes from: [`ModuleConfig::source`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModuleSource<'a> {
+    /// A file, relative to the config file.
+    File(&'a std::path::Path),
+    /// A reference in an OCI registry, as written.
+    Oci(&'a str),
+}
+
+/// A module entry that names neither or both of `path` and `oci`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// Neither.
+    #[error("name the component: `path = \"FILE.wasm\"` or `oci = \"HOST/REPO:TAG\"`")]
+    Missing,
+    /// Both.
+    #[error("`path` and `oci` both name the component; keep one")]
+    Both,
+}
+
 impl ModuleConfig {
+    /// An entry for the component file `path`, with nothing else set.
+    pub fn file(path: impl Into<PathBuf>) -> ModuleConfig {
+        ModuleConfig {
+            path: Some(path.into()),
+            oci: None,
+            name: None,
+            sha256: None,
+            on_failure: None,
+            config: None,
+            model: None,
+            limits: ModuleLimitsConfig::default(),
+        }
+    }
+
+    /// Where the component comes from: exactly one of `path` and `oci`.
+    pub fn source(&self) -> Result<ModuleSource<'_>, SourceError> {
+        match (&self.path, &self.oci) {
+            (Some(path), None) => Ok(ModuleSource::File(path)),
+            (None, Some(reference)) => Ok(ModuleSource::Oci(reference)),
+            (None, None) => Err(SourceError::Missing),
+            (Some(_), Some(_)) => Err(SourceError::Both),
+        }
+    }
+
     /// Its own limits, as the sandbox takes them.
     pub fn module_limits(&self) -> ModuleLimits {
         self.limits.to_module_limits()

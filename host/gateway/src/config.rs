@@ -105,6 +105,17 @@ pub enum ConfigError {
         /// What is wrong, naming the table and the field.
         source: gatehouse_models::ModelConfigError,
     },
+    /// A `[[review.modules]]` entry names no component, or two, or a
+    /// reference that is not one.
+    #[error("{}: review.modules[{index}]: {problem}", path.display())]
+    Module {
+        /// The config file.
+        path: PathBuf,
+        /// The entry's position.
+        index: usize,
+        /// What is wrong and what to write.
+        problem: String,
+    },
 }
 
 /// The whole config file.
@@ -173,6 +184,23 @@ impl Config {
                 source,
             })?;
         }
+        for (index, module) in config.review.modules.iter().enumerate() {
+            let problem = match module.source() {
+                Err(err) => err.to_string(),
+                Ok(gatehouse_core::config::ModuleSource::Oci(reference)) => {
+                    match reference.parse::<gatehouse_registry::ModuleRef>() {
+                        Err(err) => format!("oci: {err}"),
+                        Ok(_) => continue,
+                    }
+                }
+                Ok(gatehouse_core::config::ModuleSource::File(_)) => continue,
+            };
+            return Err(ConfigError::Module {
+                path: origin.to_path_buf(),
+                index,
+                problem,
+            });
+        }
         Ok(config)
     }
 
@@ -192,6 +220,17 @@ impl Config {
                 })
             })
             .collect()
+    }
+
+    /// `gatehouse.lock`, beside the config: the digests its `oci` modules
+    /// run at.
+    pub fn lock_path(&self) -> PathBuf {
+        gatehouse_registry::lock::Lock::path_beside(&self.origin)
+    }
+
+    /// The module store ([`gatehouse_registry::config::RegistryConfig::store_dir`]).
+    pub fn store_dir(&self) -> PathBuf {
+        self.registry.store_dir(self.base_dir())
     }
 
     /// The directory relative module paths are resolved against.

@@ -20,6 +20,7 @@
 
 pub mod calls;
 pub mod catalog;
+pub mod component;
 pub mod config;
 pub mod config_file;
 pub mod control;

@@ -22,14 +22,10 @@ pub enum ReloadError {
     /// The config could not be read.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// A module could not be read.
-    #[error("{}: cannot read the module: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// A module's component could not be had (a file that cannot be read,
+    /// a reference not locked or not in the store).
+    #[error(transparent)]
+    Component(#[from] crate::component::ComponentError),
     /// A module failed to load (compile, world, version, digest, pool).
     #[error("review.modules[{index}]: {source}")]
     Load {
@@ -169,15 +165,26 @@ impl Reloader {
         Ok(reloaded)
     }
 
-    /// The module files the config names (to watch them).
+    /// The module files the config names, and the lock file when it names
+    /// `oci` modules (to watch them: `gatehouse modules update` rewrites it).
     pub fn module_paths(&self) -> Vec<PathBuf> {
         let config = self.config.current();
-        config
-            .review
-            .modules
-            .iter()
-            .map(|module| config.base_dir().join(&module.path))
-            .collect()
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for module in &config.review.modules {
+            match module.source() {
+                Ok(gatehouse_core::config::ModuleSource::File(path)) => {
+                    paths.push(config.base_dir().join(path))
+                }
+                Ok(gatehouse_core::config::ModuleSource::Oci(_)) => {
+                    let lock = config.lock_path();
+                    if !paths.contains(&lock) {
+                        paths.push(lock);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        paths
     }
 }
 
@@ -195,21 +202,15 @@ pub fn build_checked_chain(
         gatehouse_models::build_models(&config.models, handle)?
     };
     let mut links = Vec::with_capacity(config.review.modules.len());
+    let mut components = crate::component::Components::new(config);
     for (index, spec) in config.review.modules.iter().enumerate() {
-        let path = config.base_dir().join(&spec.path);
-        let bytes = std::fs::read(&path).map_err(|source| ReloadError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let source = path.display().to_string();
-        let name = spec.name.clone().unwrap_or_else(|| {
-            path.file_stem()
-                .map(|stem| stem.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "module".to_owned())
-        });
+        let component = components.get(index, spec)?;
+        let bytes = component.bytes;
+        let source = component.source;
+        let name = spec.name.clone().unwrap_or(component.default_name);
         let limits = spec.module_limits();
         let module = sandbox
-            .load_bytes_with(&name, &source, &bytes, spec.sha256.as_deref(), &limits)
+            .load_bytes_with(&name, &source, &bytes, component.sha256.as_deref(), &limits)
             .map_err(|source| ReloadError::Load { index, source })?;
         // The grant first: a module that asks a model without one is refused
         // with what to add, before the kit reviews anything.

@@ -37,6 +37,13 @@ enum ModulesCommand {
     Pull(PullArgs),
     /// Remove from the store every blob the lock file does not name.
     Gc(GcArgs),
+    /// Re-resolve the config's `oci` modules, pull what changed, prove each
+    /// candidate with the conformance kit, and only if all pass write
+    /// `gatehouse.lock` and have every running `gatehouse serve` on the
+    /// config swap to it (a validated swap: the old chain serves until the
+    /// new one is ready, no review is dropped). A candidate that fails any
+    /// step is refused with the reason, and nothing changes.
+    Update(UpdateArgs),
 }
 
 /// Where the `[registry]` settings and the store come from.
@@ -83,11 +90,29 @@ struct GcArgs {
     dry_run: bool,
 }
 
+#[derive(Debug, clap::Args)]
+struct UpdateArgs {
+    /// The config whose `oci` modules are updated; `gatehouse.lock` is
+    /// beside it.
+    #[arg(long, value_name = "gatehouse.toml")]
+    config: PathBuf,
+    /// Cases of the operator's own (a directory of case files, as
+    /// `gatehouse conformance --cases`) each candidate must pass too
+    /// (repeatable).
+    #[arg(long, value_name = "DIR")]
+    cases: Vec<PathBuf>,
+    /// Write the lock but leave running instances alone (they take it at
+    /// their next reload).
+    #[arg(long)]
+    no_reload: bool,
+}
+
 pub fn run(args: ModulesArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         ModulesCommand::Push(args) => push(args),
         ModulesCommand::Pull(args) => pull(args),
         ModulesCommand::Gc(args) => gc(args),
+        ModulesCommand::Update(args) => update(args),
     }
 }
 
@@ -220,4 +245,131 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
         report.kept, report.removed, report.removed_bytes
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `update` decided for one `oci` entry.
+struct Candidate {
+    index: usize,
+    entry: gatehouse_registry::lock::LockedModule,
+    previous: Option<gatehouse_registry::lock::LockedModule>,
+}
+
+fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
+    use gatehouse_core::config::ModuleSource;
+    let config = Config::load(&args.config)?;
+    let lock_path = config.lock_path();
+    let old = Lock::read(&lock_path)?;
+    let registry = Registry::new(config.registry.access(config.base_dir()))?;
+    let store = Store::open(config.store_dir())?
+        .with_max_blob_bytes(config.registry.access(config.base_dir()).max_module_bytes());
+    let mut extra = Vec::new();
+    for dir in &args.cases {
+        extra.extend(gatehouse_conformance::cases::load_dir(dir)?);
+    }
+    let runtime = runtime()?;
+    let mut candidates = Vec::new();
+    let mut refused = Vec::new();
+    for (index, spec) in config.review.modules.iter().enumerate() {
+        let Ok(ModuleSource::Oci(text)) = spec.source() else {
+            continue;
+        };
+        let shown = escape(text).into_owned();
+        let reference = reference(text)?;
+        eprintln!("review.modules[{index}]: resolving {shown}");
+        let pulled = match runtime.block_on(registry.pull(&reference, &store)) {
+            Ok(pulled) => pulled,
+            Err(err) => {
+                refused.push(format!("review.modules[{index}]: {err}"));
+                continue;
+            }
+        };
+        let bytes = store.get(&pulled.layer_digest)?;
+        let source = format!("{shown}@{}", pulled.manifest_digest);
+        let kit = gatehouse_conformance::Kit::with_compile_cache(
+            config.review.to_limits(),
+            // The serving sandbox's cache: what the kit compiles, the swap
+            // finds compiled.
+            config.compile_cache_dir(),
+        )?
+        .with_module_limits(spec.module_limits())
+        .with_module_config(spec.config_json());
+        let report = kit.run(&source, &bytes, gatehouse_conformance::Suite::All, &extra);
+        if !report.passed() {
+            let failures = report
+                .failures()
+                .map(|row| {
+                    format!(
+                        "{}: {}",
+                        row.case,
+                        row.detail.as_deref().unwrap_or(&row.got)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            refused.push(format!(
+                "review.modules[{index}]: {source} fails the conformance kit: {}",
+                escape(&failures)
+            ));
+            continue;
+        }
+        let checks = report.results.len();
+        eprintln!("review.modules[{index}]: {source}: the kit passed it ({checks} checks)");
+        candidates.push(Candidate {
+            index,
+            previous: old.as_ref().and_then(|lock| lock.find(text)).cloned(),
+            entry: gatehouse_registry::lock::LockedModule {
+                reference: text.to_owned(),
+                manifest: pulled.manifest_digest,
+                component: pulled.layer_digest,
+                config: pulled.config_digest,
+                signer: None,
+                kit: Some(format!("passed {checks} checks")),
+            },
+        });
+    }
+    if !refused.is_empty() {
+        for reason in &refused {
+            eprintln!("gatehouse: refused: {reason}");
+        }
+        eprintln!(
+            "gatehouse: nothing changed: {} is as it was",
+            escape(&lock_path.display().to_string())
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let mut lock = Lock::default();
+    for candidate in &candidates {
+        lock.set(candidate.entry.clone());
+        let change = match &candidate.previous {
+            Some(previous) if previous.manifest == candidate.entry.manifest => {
+                "unchanged".to_owned()
+            }
+            Some(previous) => format!("{} -> {}", previous.manifest, candidate.entry.manifest),
+            None => format!("new at {}", candidate.entry.manifest),
+        };
+        println!(
+            "review.modules[{}]: {} {change}",
+            candidate.index,
+            escape(&candidate.entry.reference)
+        );
+    }
+    if old.as_ref() == Some(&lock) {
+        println!("the lock is current");
+    } else {
+        lock.write(&lock_path)?;
+        println!("wrote {}", escape(&lock_path.display().to_string()));
+    }
+    if args.no_reload {
+        return Ok(ExitCode::SUCCESS);
+    }
+    match super::reload::reload_running(&config, None)? {
+        None => {
+            println!(
+                "no gatehouse serve is running on this config; each takes the lock when it starts"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(true) => Ok(ExitCode::SUCCESS),
+        Some(false) => Ok(ExitCode::from(1)),
+    }
 }

@@ -40,6 +40,27 @@ fn instance_id(text: &str) -> Result<String, String> {
 
 pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
+    match reload_running(&config, args.instance.as_deref())? {
+        Some(true) => Ok(ExitCode::SUCCESS),
+        Some(false) => Ok(ExitCode::from(1)),
+        None => {
+            let which = match &args.instance {
+                Some(instance) => format!("instance {instance}"),
+                None => "gatehouse serve".to_owned(),
+            };
+            anyhow::bail!(
+                "no {which} is running with {} (no live control socket in {})",
+                args.config.display(),
+                config.control_dir().display()
+            )
+        }
+    }
+}
+
+/// Asks every `gatehouse serve` on `config` (or only `instance`) to reload,
+/// printing one line per instance; `None` when none is running, else
+/// whether every one reloaded.
+pub fn reload_running(config: &Config, instance: Option<&str>) -> anyhow::Result<Option<bool>> {
     let dir = config.control_dir();
     #[cfg(unix)]
     {
@@ -52,21 +73,13 @@ pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
         let answers = runtime.block_on(gatehouse_gateway::control::request_each(
             &dir,
             gatehouse_gateway::control::Request::Reload,
-            args.instance.as_deref(),
+            instance,
         ))?;
         for instance in &answers.stale {
             eprintln!("gatehouse: instance {instance} is gone (killed?); its socket was removed");
         }
         if answers.answers.is_empty() {
-            let which = match &args.instance {
-                Some(instance) => format!("instance {instance}"),
-                None => "gatehouse serve".to_owned(),
-            };
-            anyhow::bail!(
-                "no {which} is running with {} (no live control socket in {})",
-                args.config.display(),
-                dir.display()
-            );
+            return Ok(None);
         }
         let mut all_ok = true;
         for (instance, outcome) in &answers.answers {
@@ -77,14 +90,11 @@ pub fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
             all_ok &= line.starts_with("ok");
             println!("{instance}: {}", Escaped(&line));
         }
-        Ok(if all_ok {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        })
+        Ok(Some(all_ok))
     }
     #[cfg(not(unix))]
     {
+        let _ = instance;
         anyhow::bail!("{}: control sockets need a Unix system", dir.display())
     }
 }

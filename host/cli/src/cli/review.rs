@@ -332,17 +332,19 @@ fn build_chain(args: &ReviewArgs, config: &Config) -> anyhow::Result<BuiltChain>
             .build(),
     )?;
     let mut links = Vec::with_capacity(config.review.modules.len() + args.modules.len());
+    let mut components = gatehouse_gateway::component::Components::new(config);
     for (index, spec) in config.review.modules.iter().enumerate() {
-        let path = config.base_dir().join(&spec.path);
-        let name = spec.name.clone().unwrap_or_else(|| {
-            path.file_stem()
-                .map(|stem| stem.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "module".to_owned())
-        });
+        let component = components.get(index, spec)?;
+        let name = spec.name.clone().unwrap_or(component.default_name);
         let module = sandbox
-            .load_file_with(&path, spec.sha256.as_deref(), &spec.module_limits())
-            .with_context(|| format!("review.modules[{index}]"))?
-            .renamed(&name);
+            .load_bytes_with(
+                &name,
+                &component.source,
+                &component.bytes,
+                component.sha256.as_deref(),
+                &spec.module_limits(),
+            )
+            .with_context(|| format!("review.modules[{index}]"))?;
         let mut spec = spec.clone();
         if spec.model.is_some()
             && let Some(chosen) = &models.chosen
@@ -362,16 +364,12 @@ fn build_chain(args: &ReviewArgs, config: &Config) -> anyhow::Result<BuiltChain>
             .map(|text| module_config(text).and_then(|text| Ok(serde_json::from_str(&text)?)))
             .transpose()?;
         let spec = ModuleConfig {
-            path: path.clone(),
-            name: None,
-            sha256: None,
-            on_failure: None,
             config: config_value,
             model: models
                 .chosen
                 .clone()
                 .filter(|_| module.world() == World::ModelReviewer),
-            limits: Default::default(),
+            ..ModuleConfig::file(path)
         };
         let link = spec
             .link(Arc::new(module), config.review.on_failure, &models.grants)

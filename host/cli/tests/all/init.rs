@@ -189,7 +189,12 @@ fn assert_reference_chain(setup: &Setup) -> Config {
         .iter()
         .zip(["gatehouse_allowlist", "gatehouse_guardian"])
     {
-        let written = std::fs::read(config.base_dir().join(&module.path)).expect("module written");
+        let written = std::fs::read(
+            config
+                .base_dir()
+                .join(module.path.as_deref().expect("a file module")),
+        )
+        .expect("module written");
         assert_eq!(written, std::fs::read(guest(built)).expect("built guest"));
         assert_eq!(
             module.sha256.as_deref(),

@@ -189,3 +189,207 @@ fn bad_references_and_files_are_refused_before_any_network() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// demo-server `git`, reviewed by the module `reference` names, audited.
+fn oci_config(dir: &Path, reference: &str) -> std::path::PathBuf {
+    let server = paths::demo_server();
+    let path = dir.join("gatehouse.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
+             [[review.modules]]\noci = {reference:?}\n\n\
+             [elicitations]\naudit_log = \"audit.jsonl\"\naudit_sync = \"batch\"\n",
+            server = server.display().to_string(),
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+/// The module digests in the audit log's records, in order.
+fn audited_digests(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|record| record["steps"][0]["sha256"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_the_kit_passes_is_swapped_in_under_load_and_one_it_fails_changes_nothing() {
+    use rmcp::ServiceExt as _;
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let guardian = std::fs::read(paths::guest("gatehouse_guardian")).expect("guardian");
+    let template = std::fs::read(paths::guest("reviewer_template")).expect("template");
+    let dir = tempfile::tempdir().expect("dir");
+    let reference = format!("{}/team/reviewer:stable", server.address);
+    let registry = gatehouse_registry::Registry::new(
+        gatehouse_registry::Access::builder()
+            .environment(false)
+            .build(),
+    )
+    .expect("client");
+    let tagged: gatehouse_registry::ModuleRef = reference.parse().expect("reference");
+    let publish = |bytes: Vec<u8>| {
+        let registry = registry.clone();
+        let tagged = tagged.clone();
+        async move { registry.push(&tagged, &bytes).await.expect("push") }
+    };
+    publish(guardian.clone()).await;
+    let config = oci_config(dir.path(), &reference);
+    let config_arg = config.to_str().expect("utf-8").to_owned();
+
+    // Before any update, the chain cannot be built: nothing is locked.
+    std::fs::write(
+        dir.path().join("request.json"),
+        r#"{"message": "Allow?", "requestedSchema": {"type": "object", "properties": {}}}"#,
+    )
+    .expect("request");
+    let unlocked = gatehouse_in(
+        dir.path(),
+        &[
+            "review",
+            "--config",
+            &config_arg,
+            "--request",
+            "request.json",
+        ],
+        &[],
+    );
+    assert!(!unlocked.status.success());
+    assert!(
+        text(&unlocked.stderr).contains("modules update"),
+        "{}",
+        text(&unlocked.stderr)
+    );
+
+    let first = gatehouse_in(
+        dir.path(),
+        &["modules", "update", "--config", &config_arg],
+        &[],
+    );
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let lock_path = dir.path().join("gatehouse.lock");
+    let lock_v1 = std::fs::read_to_string(&lock_path).expect("lock written");
+    assert!(lock_v1.contains(&sha256_hex(&guardian)), "{lock_v1}");
+
+    let gateway = crate::http_gateway::HttpGateway::start(&config);
+    let client = ().serve(gateway.transport()).await.expect("initialize");
+    let client = std::sync::Arc::new(client);
+    // Calls keep going while the updates run; every one must be answered.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let caller = {
+        let client = client.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut answered = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let arguments = serde_json::json!({ "branch": format!("b{answered}") });
+                let result = client
+                    .call_tool(
+                        rmcp::model::CallToolRequestParams::new("git__delete_branch")
+                            .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+                    )
+                    .await
+                    .expect("every call is answered");
+                let said = crate::tool_result::result_text(&result);
+                assert!(said.contains("answered:"), "{said}");
+                answered += 1;
+            }
+            answered
+        })
+    };
+    let wait_for_records = |count: usize| {
+        let dir = dir.path().to_path_buf();
+        async move {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+            while audited_digests(&dir).len() < count {
+                assert!(tokio::time::Instant::now() < deadline, "no audit records");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+    wait_for_records(3).await;
+
+    // v2 passes the kit: locked and swapped in.
+    publish(template.clone()).await;
+    let update = {
+        let dir = dir.path().to_path_buf();
+        let config_arg = config_arg.clone();
+        tokio::task::spawn_blocking(move || {
+            gatehouse_in(&dir, &["modules", "update", "--config", &config_arg], &[])
+        })
+        .await
+        .expect("update ran")
+    };
+    assert!(update.status.success(), "{}", text(&update.stderr));
+    assert!(
+        text(&update.stdout).contains(": ok"),
+        "{}",
+        text(&update.stdout)
+    );
+    let lock_v2 = std::fs::read_to_string(&lock_path).expect("lock");
+    assert!(lock_v2.contains(&sha256_hex(&template)), "{lock_v2}");
+    let seen = audited_digests(dir.path()).len();
+    wait_for_records(seen + 3).await;
+    assert_eq!(
+        audited_digests(dir.path()).last(),
+        Some(&sha256_hex(&template)),
+        "the running gateway reviews with v2"
+    );
+
+    // v3 fails the kit (its verdicts are not JSON): refused, nothing changes.
+    let bad = std::fs::read(paths::guest("test_guest_bad_json")).expect("bad guest");
+    publish(bad).await;
+    let refused = {
+        let dir = dir.path().to_path_buf();
+        let config_arg = config_arg.clone();
+        tokio::task::spawn_blocking(move || {
+            gatehouse_in(&dir, &["modules", "update", "--config", &config_arg], &[])
+        })
+        .await
+        .expect("update ran")
+    };
+    assert!(!refused.status.success());
+    let stderr = text(&refused.stderr);
+    assert!(
+        stderr.contains("fails the conformance kit") && stderr.contains("nothing changed"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&lock_path).expect("lock"), lock_v2);
+    let seen = audited_digests(dir.path()).len();
+    wait_for_records(seen + 3).await;
+    assert_eq!(
+        audited_digests(dir.path()).last(),
+        Some(&sha256_hex(&template))
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let answered = caller.await.expect("caller");
+    assert!(answered >= 9, "{answered}");
+    drop(client);
+    drop(gateway);
+
+    // The registry gone, a new gateway starts from the lock and the store.
+    drop(server);
+    let offline = crate::http_gateway::HttpGateway::start(&config);
+    let client = ().serve(offline.transport()).await.expect("initialize offline");
+    let arguments = serde_json::json!({ "branch": "offline" });
+    let result = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("git__delete_branch")
+                .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("call");
+    assert!(crate::tool_result::result_text(&result).contains("answered:"));
+}
