@@ -145,6 +145,10 @@ pub struct Config {
     /// reached ([`gatehouse_registry::config`]).
     #[serde(default)]
     pub registry: gatehouse_registry::config::RegistryConfig,
+    /// The `[trust]` section: which keys must have signed which modules
+    /// ([`gatehouse_registry::trust`]).
+    #[serde(default)]
+    pub trust: gatehouse_registry::trust::TrustConfig,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,

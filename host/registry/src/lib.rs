@@ -12,6 +12,8 @@
 //! - [`remote`]: push and pull ([`Registry`]);
 //! - [`config`]: the `[registry]` section of `gatehouse.toml`;
 //! - [`lock`]: `gatehouse.lock`, the digests a gateway runs;
+//! - [`signature`]: cosign's key-based signatures, made and verified;
+//! - [`trust`]: the `[trust]` policy, which keys must have signed what;
 //! - [`store`]: the local content-addressed store where pulled blobs live
 //!   by their [`digest`], so a gateway starts from what it pulled before
 //!   without a network.
@@ -24,7 +26,9 @@ pub mod layout;
 pub mod lock;
 pub mod reference;
 pub mod remote;
+pub mod signature;
 pub mod store;
+pub mod trust;
 
 pub use access::{Access, AccessBuilder, AccessError};
 pub use digest::{Digest, DigestError};

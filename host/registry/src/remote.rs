@@ -23,6 +23,7 @@ use crate::access::{Access, AccessError};
 use crate::digest::Digest;
 use crate::layout::{self, Artifact, LayoutError};
 use crate::reference::ModuleRef;
+use crate::signature::{self, SignatureLayer};
 use crate::store::{Store, StoreError};
 
 /// Pushes and pulls modules as [`Access`] allows.
@@ -87,6 +88,14 @@ pub enum RegistryError {
         what: &'static str,
         /// The registry's answer or the transport's error, escaped.
         reason: String,
+    },
+    /// The registry has no such manifest or repository.
+    #[error("{reference}: {what}: the registry has no such manifest (is the reference right?)")]
+    NotFound {
+        /// The reference.
+        reference: String,
+        /// What was being done.
+        what: &'static str,
     },
     /// The operation ran past its bound.
     #[error(
@@ -194,6 +203,178 @@ impl Registry {
             Ok(Digest::of(&bytes))
         })
         .await
+    }
+
+    /// The cosign signatures stored for the artifact `manifest` in
+    /// `reference`'s repository (`sha256-HEX.sig`); none when there are none.
+    /// Each payload is fetched bounded and verified against its digest.
+    pub async fn signatures(
+        &self,
+        reference: &ModuleRef,
+        manifest: &Digest,
+    ) -> Result<Vec<SignatureLayer>, RegistryError> {
+        let tagged = reference.with_tag(&signature::signature_tag(manifest));
+        self.bounded(&tagged, "fetch the signatures", async {
+            let (client, auth) = self.client(&tagged).await?;
+            let Some(existing) = self.signature_manifest(&client, &auth, &tagged).await? else {
+                return Ok(Vec::new());
+            };
+            let mut layers = Vec::new();
+            for layer in existing.layers.iter().take(signature::MAX_SIGNATURES) {
+                let Some(signature) = layer
+                    .annotations
+                    .as_ref()
+                    .and_then(|annotations| annotations.get(signature::SIGNATURE_ANNOTATION))
+                else {
+                    continue;
+                };
+                if layer.media_type != signature::PAYLOAD_MEDIA_TYPE {
+                    continue;
+                }
+                let Ok(digest) = layer.digest.parse::<Digest>() else {
+                    continue;
+                };
+                let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+                if size > signature::MAX_PAYLOAD_BYTES {
+                    continue;
+                }
+                let blob = layout::Blob { digest, size };
+                let payload = self
+                    .blob(&client, &tagged, "signature payload", &blob)
+                    .await?;
+                if Digest::of(&payload) != blob.digest {
+                    continue;
+                }
+                layers.push(SignatureLayer {
+                    payload,
+                    signature: signature.clone(),
+                });
+            }
+            Ok(layers)
+        })
+        .await
+    }
+
+    /// Adds `layer`, a signature of the artifact `manifest`, to those stored
+    /// in `reference`'s repository (as cosign does: one more layer in the
+    /// `sha256-HEX.sig` manifest).
+    pub async fn push_signature(
+        &self,
+        reference: &ModuleRef,
+        manifest: &Digest,
+        layer: &SignatureLayer,
+    ) -> Result<(), RegistryError> {
+        let tagged = reference.with_tag(&signature::signature_tag(manifest));
+        self.bounded(&tagged, "push the signature", async {
+            let (client, auth) = self.client(&tagged).await?;
+            client
+                .store_auth_if_needed(tagged.oci().resolve_registry(), &auth)
+                .await;
+            let mut manifest = self
+                .signature_manifest(&client, &auth, &tagged)
+                .await?
+                .unwrap_or_default();
+            let payload_digest = Digest::of(&layer.payload);
+            let already = manifest.layers.iter().any(|existing| {
+                existing.digest == payload_digest.to_string()
+                    && existing
+                        .annotations
+                        .as_ref()
+                        .and_then(|annotations| annotations.get(signature::SIGNATURE_ANNOTATION))
+                        == Some(&layer.signature)
+            });
+            if already {
+                return Ok(());
+            }
+            let payload_digest_text = payload_digest.to_string();
+            self.retrying(&tagged, "push the signature payload", || {
+                client.push_blob(tagged.oci(), layer.payload.clone(), &payload_digest_text)
+            })
+            .await?;
+            manifest.layers.push(oci_client::manifest::OciDescriptor {
+                media_type: signature::PAYLOAD_MEDIA_TYPE.to_owned(),
+                digest: payload_digest.to_string(),
+                size: i64::try_from(layer.payload.len()).unwrap_or(i64::MAX),
+                annotations: Some(
+                    [(
+                        signature::SIGNATURE_ANNOTATION.to_owned(),
+                        layer.signature.clone(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            });
+            // The config cosign writes: the layers as the rootfs.
+            let config = serde_json::to_vec(&serde_json::json!({
+                "architecture": "",
+                "created": "0001-01-01T00:00:00Z",
+                "history": [{"created": "0001-01-01T00:00:00Z"}],
+                "os": "",
+                "rootfs": {
+                    "type": "layers",
+                    "diff_ids": manifest.layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>(),
+                },
+                "config": {},
+            }))
+            .unwrap_or_default();
+            let config_digest = Digest::of(&config).to_string();
+            self.retrying(&tagged, "push the signature config", || {
+                client.push_blob(tagged.oci(), config.clone(), &config_digest)
+            })
+            .await?;
+            manifest.schema_version = 2;
+            manifest.media_type = Some(oci_client::manifest::OCI_IMAGE_MEDIA_TYPE.to_owned());
+            manifest.config = oci_client::manifest::OciDescriptor {
+                media_type: signature::CONFIG_MEDIA_TYPE.to_owned(),
+                digest: config_digest.clone(),
+                size: i64::try_from(config.len()).unwrap_or(i64::MAX),
+                ..Default::default()
+            };
+            let body = serde_json::to_vec(&manifest).unwrap_or_default();
+            let content_type =
+                http::HeaderValue::from_static(oci_client::manifest::OCI_IMAGE_MEDIA_TYPE);
+            self.retrying(&tagged, "push the signature manifest", || {
+                client.push_manifest_raw(tagged.oci(), body.clone(), content_type.clone())
+            })
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The `.sig` manifest at `tagged`, or `None` when the registry has
+    /// none.
+    async fn signature_manifest(
+        &self,
+        client: &oci_client::Client,
+        auth: &RegistryAuth,
+        tagged: &ModuleRef,
+    ) -> Result<Option<oci_client::manifest::OciImageManifest>, RegistryError> {
+        let accepted = [oci_client::manifest::OCI_IMAGE_MEDIA_TYPE];
+        let fetched = self
+            .retrying(tagged, "fetch the signatures", || {
+                client.pull_manifest_raw(tagged.oci(), auth, &accepted)
+            })
+            .await;
+        let bytes = match fetched {
+            Ok((bytes, _)) => bytes,
+            Err(RegistryError::NotFound { .. }) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        if bytes.len() > layout::MAX_MANIFEST_BYTES {
+            return Err(RegistryError::Registry {
+                reference: shown(tagged),
+                what: "fetch the signatures",
+                reason: format!("the manifest is over {} bytes", layout::MAX_MANIFEST_BYTES),
+            });
+        }
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|err| RegistryError::Registry {
+                reference: shown(tagged),
+                what: "fetch the signatures",
+                reason: format!("not an OCI image manifest ({err})"),
+            })
     }
 
     async fn bounded<T>(
@@ -493,6 +674,27 @@ fn registry_error(
     what: &'static str,
     err: &OciDistributionError,
 ) -> RegistryError {
+    use oci_client::errors::OciErrorCode;
+    let not_found = match err {
+        OciDistributionError::ServerError { code: 404, .. } => true,
+        OciDistributionError::RegistryError { envelope, .. } => {
+            envelope.errors.iter().any(|error| {
+                matches!(
+                    error.code,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::NotFound
+                )
+            })
+        }
+        _ => false,
+    };
+    if not_found {
+        return RegistryError::NotFound {
+            reference: shown(reference),
+            what,
+        };
+    }
     let reason = match err {
         OciDistributionError::UnauthorizedError { .. }
         | OciDistributionError::ServerError {

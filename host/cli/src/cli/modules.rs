@@ -44,6 +44,44 @@ enum ModulesCommand {
     /// new one is ready, no review is dropped). A candidate that fails any
     /// step is refused with the reason, and nothing changes.
     Update(UpdateArgs),
+    /// Sign the artifact a reference names with a cosign private key, and
+    /// store the signature beside it (`sha256-HEX.sig`, as cosign does).
+    /// The key's password is read from COSIGN_PASSWORD.
+    Sign(SignArgs),
+    /// Check the signatures of the artifact a reference names against the
+    /// config's `[trust]` policy; prints the signer.
+    Verify(VerifyArgs),
+    /// Make a signing key pair in cosign's formats: PREFIX.key (encrypted
+    /// with COSIGN_PASSWORD, 0600) and PREFIX.pub.
+    Keygen(KeygenArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct SignArgs {
+    /// What to sign: `HOST[:PORT]/REPO:TAG` (the digest it resolves to now
+    /// is signed) or `…@sha256:…`.
+    reference: String,
+    /// The private key (cosign's encrypted PEM).
+    #[arg(long, value_name = "cosign.key")]
+    key: PathBuf,
+    #[command(flatten)]
+    place: Place,
+}
+
+#[derive(Debug, clap::Args)]
+struct VerifyArgs {
+    /// What to verify.
+    reference: String,
+    /// The config whose `[trust]` and `[registry]` apply.
+    #[arg(long, value_name = "gatehouse.toml")]
+    config: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct KeygenArgs {
+    /// Where the pair goes: PREFIX.key and PREFIX.pub.
+    #[arg(long, value_name = "PREFIX", default_value = "cosign")]
+    output_key_prefix: PathBuf,
 }
 
 /// Where the `[registry]` settings and the store come from.
@@ -113,6 +151,9 @@ pub fn run(args: ModulesArgs) -> anyhow::Result<ExitCode> {
         ModulesCommand::Pull(args) => pull(args),
         ModulesCommand::Gc(args) => gc(args),
         ModulesCommand::Update(args) => update(args),
+        ModulesCommand::Sign(args) => sign(args),
+        ModulesCommand::Verify(args) => verify(args),
+        ModulesCommand::Keygen(args) => keygen(args),
     }
 }
 
@@ -262,6 +303,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::new(config.registry.access(config.base_dir()))?;
     let store = Store::open(config.store_dir())?
         .with_max_blob_bytes(config.registry.access(config.base_dir()).max_module_bytes());
+    let policy = config.trust.policy(config.base_dir())?;
     let mut extra = Vec::new();
     for dir in &args.cases {
         extra.extend(gatehouse_conformance::cases::load_dir(dir)?);
@@ -280,6 +322,18 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
             Ok(pulled) => pulled,
             Err(err) => {
                 refused.push(format!("review.modules[{index}]: {err}"));
+                continue;
+            }
+        };
+        let signer = match runtime.block_on(trusted_signer(
+            &registry,
+            &policy,
+            &reference,
+            &pulled.manifest_digest,
+        )) {
+            Ok(signer) => signer,
+            Err(err) => {
+                refused.push(format!("review.modules[{index}]: {err:#}"));
                 continue;
             }
         };
@@ -322,7 +376,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
                 manifest: pulled.manifest_digest,
                 component: pulled.layer_digest,
                 config: pulled.config_digest,
-                signer: None,
+                signer: signer.map(|signer| signer.to_string()),
                 kit: Some(format!("passed {checks} checks")),
             },
         });
@@ -372,4 +426,129 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
         Some(true) => Ok(ExitCode::SUCCESS),
         Some(false) => Ok(ExitCode::from(1)),
     }
+}
+
+/// The signer of `manifest` that `policy` asks for: `Some` when one of the
+/// rule's keys signed it, `None` when the rule allows unsigned and none did;
+/// an error (with the reason) when the policy refuses it.
+async fn trusted_signer(
+    registry: &Registry,
+    policy: &gatehouse_registry::trust::TrustPolicy,
+    reference: &ModuleRef,
+    manifest: &gatehouse_registry::Digest,
+) -> anyhow::Result<Option<gatehouse_registry::signature::Signer>> {
+    use gatehouse_registry::trust::Requirement;
+    let shown = escape(&reference.to_string()).into_owned();
+    match policy.requirement(reference) {
+        Requirement::NoRule => anyhow::bail!(
+            "{shown}: no [[trust.rules]] matches {}; add a rule naming the keys that sign it (or `allow_unsigned = true` for a registry of your own)",
+            escape(&reference.name())
+        ),
+        Requirement::Signed { rule, keys } => {
+            let layers = registry.signatures(reference, manifest).await?;
+            let signer =
+                gatehouse_registry::signature::verify(manifest, &layers, keys).map_err(|err| {
+                    anyhow::anyhow!("{shown}: refused by the [[trust.rules]] {rule:?}: {err}")
+                })?;
+            Ok(Some(signer))
+        }
+        Requirement::Optional { keys, .. } => {
+            if keys.is_empty() {
+                return Ok(None);
+            }
+            let layers = registry.signatures(reference, manifest).await?;
+            Ok(gatehouse_registry::signature::verify(manifest, &layers, keys).ok())
+        }
+    }
+}
+
+/// The password of a cosign private key, from COSIGN_PASSWORD.
+fn key_password() -> anyhow::Result<Vec<u8>> {
+    std::env::var_os("COSIGN_PASSWORD")
+        .map(|password| password.into_encoded_bytes())
+        .ok_or_else(|| anyhow::anyhow!("set COSIGN_PASSWORD to the key's password"))
+}
+
+fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
+    let reference = reference(&args.reference)?;
+    let settings = args.place.settings()?;
+    let registry = settings.registry()?;
+    let shown_key = escape(&args.key.display().to_string()).into_owned();
+    let pem = gatehouse_base::private_fs::read(&args.key, 64 << 10)
+        .with_context(|| format!("cannot read the key {shown_key}"))?;
+    let key = gatehouse_registry::signature::SigningKey::from_encrypted_pem(
+        &shown_key,
+        &pem,
+        &key_password()?,
+    )?;
+    let runtime = runtime()?;
+    let manifest = match reference.digest() {
+        Some(digest) => digest.clone(),
+        None => runtime.block_on(registry.resolve(&reference))?,
+    };
+    let layer = key.sign(&reference, &manifest)?;
+    runtime.block_on(registry.push_signature(&reference, &manifest, &layer))?;
+    let public =
+        gatehouse_registry::signature::PublicKey::from_pem("key", key.public_pem().as_bytes())?;
+    println!(
+        "signed {} with the key {}",
+        escape(&reference.pinned(&manifest).to_string()),
+        public.fingerprint
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let reference = reference(&args.reference)?;
+    let config = Config::load(&args.config)?;
+    let registry = Registry::new(config.registry.access(config.base_dir()))?;
+    let policy = config.trust.policy(config.base_dir())?;
+    let runtime = runtime()?;
+    let manifest = match reference.digest() {
+        Some(digest) => digest.clone(),
+        None => runtime.block_on(registry.resolve(&reference))?,
+    };
+    let shown = escape(&reference.pinned(&manifest).to_string()).into_owned();
+    match runtime.block_on(trusted_signer(&registry, &policy, &reference, &manifest))? {
+        Some(signer) => println!("{shown}: signed by {signer}"),
+        None => println!("{shown}: unsigned, which the [trust] policy allows for it"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
+    let password = key_password()?;
+    let key = gatehouse_registry::signature::SigningKey::generate()?;
+    let private = key.to_encrypted_pem(&password)?;
+    let mut private_path = args.output_key_prefix.clone().into_os_string();
+    private_path.push(".key");
+    let mut public_path = args.output_key_prefix.into_os_string();
+    public_path.push(".pub");
+    let (private_path, public_path) = (PathBuf::from(private_path), PathBuf::from(public_path));
+    for path in [&private_path, &public_path] {
+        anyhow::ensure!(
+            !path.exists(),
+            "{} exists; move it away or choose another --output-key-prefix",
+            escape(&path.display().to_string())
+        );
+    }
+    gatehouse_base::private_fs::write_new(&private_path, &[private.as_bytes()], true)
+        .with_context(|| {
+            format!(
+                "cannot write {}",
+                escape(&private_path.display().to_string())
+            )
+        })?;
+    std::fs::write(&public_path, key.public_pem()).with_context(|| {
+        format!(
+            "cannot write {}",
+            escape(&public_path.display().to_string())
+        )
+    })?;
+    println!(
+        "private key {} (encrypted with COSIGN_PASSWORD), public key {}",
+        escape(&private_path.display().to_string()),
+        escape(&public_path.display().to_string())
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -190,8 +190,9 @@ fn bad_references_and_files_are_refused_before_any_network() {
     }
 }
 
-/// demo-server `git`, reviewed by the module `reference` names, audited.
-fn oci_config(dir: &Path, reference: &str) -> std::path::PathBuf {
+/// demo-server `git`, reviewed by the module `reference` names, audited,
+/// with `trust` as the `[trust]` section.
+fn oci_config_with(dir: &Path, reference: &str, trust: &str) -> std::path::PathBuf {
     let server = paths::demo_server();
     let path = dir.join("gatehouse.toml");
     std::fs::write(
@@ -199,12 +200,22 @@ fn oci_config(dir: &Path, reference: &str) -> std::path::PathBuf {
         format!(
             "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\"]\n\n\
              [[review.modules]]\noci = {reference:?}\n\n\
-             [elicitations]\naudit_log = \"audit.jsonl\"\naudit_sync = \"batch\"\n",
+             [elicitations]\naudit_log = \"audit.jsonl\"\naudit_sync = \"batch\"\n\n{trust}",
             server = server.display().to_string(),
         ),
     )
     .expect("write config");
     path
+}
+
+/// [`oci_config_with`] a policy that lets the loopback registry's modules
+/// run unsigned.
+fn oci_config(dir: &Path, reference: &str) -> std::path::PathBuf {
+    oci_config_with(
+        dir,
+        reference,
+        "[[trust.rules]]\nmatch = \"127.0.0.1:*\"\nallow_unsigned = true\n",
+    )
 }
 
 /// The module digests in the audit log's records, in order.
@@ -392,4 +403,165 @@ async fn an_update_the_kit_passes_is_swapped_in_under_load_and_one_it_fails_chan
         .await
         .expect("call");
     assert!(crate::tool_result::result_text(&result).contains("answered:"));
+}
+
+#[test]
+fn only_modules_a_trusted_key_signed_are_locked_and_a_tag_moved_to_unsigned_bytes_is_refused() {
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let password = [("COSIGN_PASSWORD", "team secret")];
+    let keygen = gatehouse_in(
+        dir.path(),
+        &["modules", "keygen", "--output-key-prefix", "release"],
+        &password,
+    );
+    assert!(keygen.status.success(), "{}", text(&keygen.stderr));
+    let stranger = gatehouse_in(
+        dir.path(),
+        &["modules", "keygen", "--output-key-prefix", "stranger"],
+        &password,
+    );
+    assert!(stranger.status.success(), "{}", text(&stranger.stderr));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join("release.key"))
+            .expect("key")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let reference = format!("{}/security/guardian:1", server.address);
+    let config = oci_config_with(
+        dir.path(),
+        &reference,
+        &format!(
+            "[trust.keys]\nrelease = \"release.pub\"\n\n[[trust.rules]]\nmatch = \"{}/security/*\"\nkeys = [\"release\"]\n",
+            server.address
+        ),
+    );
+    let config_arg = config.to_str().expect("utf-8").to_owned();
+    let guardian = paths::guest("gatehouse_guardian");
+    let push = |file: &Path| {
+        let pushed = gatehouse_in(
+            dir.path(),
+            &["modules", "push", file.to_str().expect("utf-8"), &reference],
+            &[],
+        );
+        assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+        text(&pushed.stdout).trim().to_owned()
+    };
+    let update = || {
+        gatehouse_in(
+            dir.path(),
+            &["modules", "update", "--config", &config_arg],
+            &[],
+        )
+    };
+    let lock_path = dir.path().join("gatehouse.lock");
+
+    // Unsigned: refused, no lock.
+    push(&guardian);
+    let refused = update();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("is not signed"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(!lock_path.exists());
+
+    // Signed by a key the policy does not name: refused.
+    let signed = gatehouse_in(
+        dir.path(),
+        &["modules", "sign", &reference, "--key", "stranger.key"],
+        &password,
+    );
+    assert!(signed.status.success(), "{}", text(&signed.stderr));
+    let refused = update();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("trusted key (release)"),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    // A wrong password cannot sign.
+    let wrong = gatehouse_in(
+        dir.path(),
+        &["modules", "sign", &reference, "--key", "release.key"],
+        &[("COSIGN_PASSWORD", "guess")],
+    );
+    assert!(!wrong.status.success());
+    assert!(
+        text(&wrong.stderr).contains("wrong password"),
+        "{}",
+        text(&wrong.stderr)
+    );
+
+    // Signed by the release key: locked, with the signer.
+    let signed = gatehouse_in(
+        dir.path(),
+        &["modules", "sign", &reference, "--key", "release.key"],
+        &password,
+    );
+    assert!(signed.status.success(), "{}", text(&signed.stderr));
+    let verified = gatehouse_in(
+        dir.path(),
+        &["modules", "verify", &reference, "--config", &config_arg],
+        &[],
+    );
+    assert!(
+        text(&verified.stdout).contains("signed by key release"),
+        "{}",
+        text(&verified.stdout)
+    );
+    let locked = update();
+    assert!(locked.status.success(), "{}", text(&locked.stderr));
+    let lock = std::fs::read_to_string(&lock_path).expect("lock");
+    assert!(lock.contains("signer = \"key release (sha256:"), "{lock}");
+
+    // The tag moved to other, unsigned bytes: refused, the lock as it was.
+    push(&paths::guest("reviewer_template"));
+    let refused = update();
+    assert!(!refused.status.success());
+    let stderr = text(&refused.stderr);
+    assert!(
+        stderr.contains("is not signed") && stderr.contains("nothing changed"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&lock_path).expect("lock"), lock);
+
+    // A module no rule matches is refused too.
+    let elsewhere = format!("{}/other/guardian:1", server.address);
+    let config = oci_config_with(dir.path(), &elsewhere, "");
+    let pushed = gatehouse_in(
+        dir.path(),
+        &[
+            "modules",
+            "push",
+            guardian.to_str().expect("utf-8"),
+            &elsewhere,
+        ],
+        &[],
+    );
+    assert!(pushed.status.success());
+    let refused = gatehouse_in(
+        dir.path(),
+        &[
+            "modules",
+            "update",
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("no [[trust.rules]] matches"),
+        "{}",
+        text(&refused.stderr)
+    );
 }
