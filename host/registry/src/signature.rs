@@ -341,18 +341,27 @@ mod tests {
         let manifest = Digest::of(b"m");
         let layer = key.sign(&reference(), &manifest).expect("sign");
         assert_eq!(
-            verify(&manifest, &[layer.clone()], &[trusted.clone()])
-                .expect("verifies")
-                .name,
+            verify(
+                &manifest,
+                std::slice::from_ref(&layer),
+                std::slice::from_ref(&trusted)
+            )
+            .expect("verifies")
+            .name,
             "release"
         );
         // Another digest: the payload names the signed one.
-        let err =
-            verify(&Digest::of(b"n"), &[layer.clone()], &[trusted.clone()]).expect_err("moved");
+        let err = verify(
+            &Digest::of(b"n"),
+            std::slice::from_ref(&layer),
+            std::slice::from_ref(&trusted),
+        )
+        .expect_err("moved");
         assert!(err.to_string().contains("another digest"), "{err}");
         // Another key.
         let stranger = other.sign(&reference(), &manifest).expect("sign");
-        let err = verify(&manifest, &[stranger], &[trusted.clone()]).expect_err("untrusted");
+        let err =
+            verify(&manifest, &[stranger], std::slice::from_ref(&trusted)).expect_err("untrusted");
         assert!(err.to_string().contains("trusted key (release)"), "{err}");
         // A payload edited after signing.
         let mut edited = layer.clone();
@@ -360,7 +369,7 @@ mod tests {
             .expect("utf-8")
             .replace("team/guardian", "team/evil")
             .into_bytes();
-        assert!(verify(&manifest, &[edited], &[trusted.clone()]).is_err());
+        assert!(verify(&manifest, &[edited], std::slice::from_ref(&trusted)).is_err());
         // Nothing at all.
         let err = verify(&manifest, &[], &[trusted]).expect_err("unsigned");
         assert!(err.to_string().contains("is not signed"), "{err}");
