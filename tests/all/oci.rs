@@ -471,3 +471,155 @@ fn an_artifact_oras_pushed_pulls_and_reviews_and_oras_pulls_ours() {
     assert_eq!(files.len(), 1, "{listed}");
     assert_eq!(std::fs::read(files[0]).expect("oras wrote it"), component);
 }
+
+/// An independent implementation of cosign's key-based signature format
+/// (pyca/cryptography for ECDSA P-256, oras for the registry), written from
+/// cosign's specification, not from ours: `sign` makes a key pair, signs the
+/// simple-signing payload of a digest and pushes it to `sha256-HEX.sig`;
+/// `verify` checks every signature there against a public key.
+const COSIGN_FORMAT: &str = r#"
+import base64, json, os, sys, tempfile
+import oras.client
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+command, repository, digest, key_file = sys.argv[1:5]
+client = oras.client.OrasClient(insecure=True)
+sig_tag = repository + ":" + digest.replace(":", "-") + ".sig"
+if command == "sign":
+    key = ec.generate_private_key(ec.SECP256R1())
+    with open(key_file, "wb") as f:
+        f.write(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    payload = json.dumps({
+        "critical": {
+            "identity": {"docker-reference": repository},
+            "image": {"docker-manifest-digest": digest},
+            "type": "cosign container image signature",
+        },
+        "optional": None,
+    }).encode()
+    signature = base64.b64encode(key.sign(payload, ec.ECDSA(hashes.SHA256()))).decode()
+    work = tempfile.mkdtemp()
+    os.chdir(work)
+    with open("payload.json", "wb") as f:
+        f.write(payload)
+    with open("config.json", "w") as f:
+        json.dump({"architecture": "", "os": "", "rootfs": {"type": "layers", "diff_ids": []}, "config": {}}, f)
+    with open("annotations.json", "w") as f:
+        json.dump({"payload.json": {"dev.cosignproject.cosign/signature": signature}}, f)
+    client.push(target=sig_tag,
+                files=["payload.json:application/vnd.dev.cosign.simplesigning.v1+json"],
+                manifest_config="config.json:application/vnd.oci.image.config.v1+json",
+                annotation_file="annotations.json", disable_path_validation=True)
+elif command == "verify":
+    with open(key_file, "rb") as f:
+        public = serialization.load_pem_public_key(f.read())
+    manifest = client.get_manifest(sig_tag)
+    verified = 0
+    for layer in manifest["layers"]:
+        assert layer["mediaType"] == "application/vnd.dev.cosign.simplesigning.v1+json", layer
+        payload = client.get_blob(sig_tag, layer["digest"]).content
+        claims = json.loads(payload)
+        assert claims["critical"]["image"]["docker-manifest-digest"] == digest, claims
+        assert claims["critical"]["type"] == "cosign container image signature", claims
+        signature = base64.b64decode(layer["annotations"]["dev.cosignproject.cosign/signature"])
+        try:
+            public.verify(signature, payload, ec.ECDSA(hashes.SHA256()))
+            verified += 1
+        except Exception:
+            pass
+    assert verified > 0, "no signature verifies with the key"
+    print(verified, len(manifest["layers"]))
+"#;
+
+#[test]
+fn cosign_format_signatures_verify_across_implementations() {
+    use gatehouse_registry::signature::{self, PublicKey, SigningKey};
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let Some(python) = oci_registry::oras_python() else {
+        return;
+    };
+    let registry = Registry::new(quiet().build()).expect("client");
+    let work = tempfile::tempdir().expect("work");
+    let component = guardian();
+
+    // Theirs: signed by the independent implementation, verified by ours.
+    let theirs = reference(&server.address, "interop/signed-by-them:1");
+    let pushed = runtime()
+        .block_on(registry.push(&theirs, &component))
+        .expect("push");
+    let their_key = work.path().join("theirs.pub");
+    oci_registry::oras(
+        &python,
+        COSIGN_FORMAT,
+        &[
+            "sign",
+            &theirs.name(),
+            &pushed.manifest_digest.to_string(),
+            their_key.to_str().expect("utf-8"),
+        ],
+    );
+    let trusted = PublicKey::from_pem(
+        "theirs",
+        &std::fs::read(&their_key).expect("their public key"),
+    )
+    .expect("a public key");
+    let layers = runtime()
+        .block_on(registry.signatures(&theirs, &pushed.manifest_digest))
+        .expect("signatures");
+    assert_eq!(layers.len(), 1);
+    let signer = signature::verify(&pushed.manifest_digest, &layers, &[trusted.clone()])
+        .expect("their signature verifies with ours");
+    assert_eq!(signer.name, "theirs");
+    // And it is theirs only: another digest is not signed by it.
+    assert!(signature::verify(&Digest::of(b"other"), &layers, &[trusted]).is_err());
+
+    // Ours: signed by us with two keys (the second appended, as cosign
+    // does), each verified by theirs; a third key verifies nothing.
+    let ours = reference(&server.address, "interop/signed-by-us:1");
+    let pushed = runtime()
+        .block_on(registry.push(&ours, &component))
+        .expect("push");
+    let verify_with = |key: &SigningKey| {
+        let file = work.path().join("ours.pub");
+        std::fs::write(&file, key.public_pem()).expect("public key");
+        std::process::Command::new(&python)
+            .arg("-c")
+            .arg(COSIGN_FORMAT)
+            .args([
+                "verify",
+                &ours.name(),
+                &pushed.manifest_digest.to_string(),
+                file.to_str().expect("utf-8"),
+            ])
+            .output()
+            .expect("python runs")
+    };
+    let keys = [
+        SigningKey::generate().expect("key"),
+        SigningKey::generate().expect("key"),
+    ];
+    for key in &keys {
+        let layer = key.sign(&ours, &pushed.manifest_digest).expect("sign");
+        runtime()
+            .block_on(registry.push_signature(&ours, &pushed.manifest_digest, &layer))
+            .expect("push the signature");
+    }
+    for key in &keys {
+        let output = verify_with(key);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "1 2");
+    }
+    assert!(
+        !verify_with(&SigningKey::generate().expect("key"))
+            .status
+            .success()
+    );
+}
