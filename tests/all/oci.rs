@@ -571,8 +571,12 @@ fn cosign_format_signatures_verify_across_implementations() {
         .block_on(registry.signatures(&theirs, &pushed.manifest_digest))
         .expect("signatures");
     assert_eq!(layers.len(), 1);
-    let signer = signature::verify(&pushed.manifest_digest, &layers, &[trusted.clone()])
-        .expect("their signature verifies with ours");
+    let signer = signature::verify(
+        &pushed.manifest_digest,
+        &layers,
+        std::slice::from_ref(&trusted),
+    )
+    .expect("their signature verifies with ours");
     assert_eq!(signer.name, "theirs");
     // And it is theirs only: another digest is not signed by it.
     assert!(signature::verify(&Digest::of(b"other"), &layers, &[trusted]).is_err());
