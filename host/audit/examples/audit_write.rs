@@ -30,6 +30,7 @@ fn record(id: u64) -> AuditRecord {
         steps: vec![AuditStep {
             module: "guardian".to_owned(),
             sha256: "9f2c".repeat(16),
+            signed_by: None,
             outcome: "accept".to_owned(),
             failure: None,
             rationale: Some("read-only tool on an allowed server".to_owned()),

@@ -183,6 +183,11 @@ pub fn bounded(record: &AuditRecord) -> Cow<'_, AuditRecord> {
         text(&mut out, &step.outcome, MAX_NAME_CHARS, &|r| {
             &mut r.steps[i].outcome
         });
+        if let Some(signer) = &step.signed_by {
+            text(&mut out, signer, MAX_NAME_CHARS, &|r| {
+                r.steps[i].signed_by.get_or_insert_with(String::new)
+            });
+        }
         if let Some(failure) = &step.failure {
             text(&mut out, failure, MAX_NAME_CHARS, &|r| {
                 r.steps[i].failure.get_or_insert_with(String::new)
@@ -304,6 +309,7 @@ mod tests {
             steps: vec![AuditStep {
                 module: "guardian".to_owned(),
                 sha256: "ab".repeat(32),
+                signed_by: None,
                 outcome: "defer".to_owned(),
                 failure: None,
                 rationale: Some("not mine".to_owned()),

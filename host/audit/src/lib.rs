@@ -82,6 +82,10 @@ pub struct AuditStep {
     pub module: String,
     /// Its sha256.
     pub sha256: String,
+    /// Who signed it, as verified when it was locked (`key NAME (sha256:…)`);
+    /// absent for a module from a file or one allowed unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
     /// `accept`, `decline`, `cancel`, `defer`, or `failure`.
     pub outcome: String,
     /// The failure code, if it failed.
@@ -149,6 +153,7 @@ impl From<&ModuleReport> for AuditStep {
         AuditStep {
             module: report.module.to_string(),
             sha256: report.digest.clone(),
+            signed_by: report.signed_by.as_deref().map(str::to_owned),
             outcome,
             failure,
             rationale,

@@ -1138,6 +1138,7 @@ mod tests {
         AuditStep {
             module: module.to_owned(),
             sha256: format!("{module}-digest"),
+            signed_by: None,
             outcome: outcome.to_owned(),
             failure: None,
             rationale: None,

@@ -209,9 +209,12 @@ pub fn build_checked_chain(
         let source = component.source;
         let name = spec.name.clone().unwrap_or(component.default_name);
         let limits = spec.module_limits();
-        let module = sandbox
+        let mut module = sandbox
             .load_bytes_with(&name, &source, &bytes, component.sha256.as_deref(), &limits)
             .map_err(|source| ReloadError::Load { index, source })?;
+        if let Some(signer) = component.locked.and_then(|locked| locked.signer) {
+            module = module.signed_by(signer);
+        }
         // The grant first: a module that asks a model without one is refused
         // with what to add, before the kit reviews anything.
         let link = spec

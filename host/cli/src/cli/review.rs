@@ -345,6 +345,10 @@ fn build_chain(args: &ReviewArgs, config: &Config) -> anyhow::Result<BuiltChain>
                 &spec.module_limits(),
             )
             .with_context(|| format!("review.modules[{index}]"))?;
+        let module = match component.locked.and_then(|locked| locked.signer) {
+            Some(signer) => module.signed_by(signer),
+            None => module,
+        };
         let mut spec = spec.clone();
         if spec.model.is_some()
             && let Some(chosen) = &models.chosen

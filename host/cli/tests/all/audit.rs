@@ -30,6 +30,7 @@ fn step(module: &str, sha256: &str, outcome: &str) -> AuditStep {
     AuditStep {
         module: module.to_owned(),
         sha256: sha256.to_owned(),
+        signed_by: None,
         outcome: outcome.to_owned(),
         failure: (outcome == "failure").then(|| "deadline".to_owned()),
         rationale: None,

@@ -522,6 +522,38 @@ fn only_modules_a_trusted_key_signed_are_locked_and_a_tag_moved_to_unsigned_byte
     assert!(locked.status.success(), "{}", text(&locked.stderr));
     let lock = std::fs::read_to_string(&lock_path).expect("lock");
     assert!(lock.contains("signer = \"key release (sha256:"), "{lock}");
+    // The audit line of a review by it names the signer.
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            use rmcp::ServiceExt as _;
+            let gateway = crate::http_gateway::HttpGateway::start(&config);
+            let client = ().serve(gateway.transport()).await.expect("initialize");
+            let arguments = serde_json::json!({ "branch": "main" });
+            client
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new("git__delete_branch")
+                        .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+                )
+                .await
+                .expect("call");
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let audit =
+                    std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap_or_default();
+                if let Some(line) = audit.lines().next() {
+                    let record: serde_json::Value = serde_json::from_str(line).expect("json");
+                    let signer = record["steps"][0]["signed_by"].as_str().unwrap_or_default();
+                    assert!(signer.starts_with("key release (sha256:"), "{record}");
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "no audit line");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        });
 
     // The tag moved to other, unsigned bytes: refused, the lock as it was.
     push(&paths::guest("reviewer_template"));

@@ -159,6 +159,7 @@ pub struct ReviewerModule {
     name: Arc<str>,
     source: String,
     digest: String,
+    signed_by: Option<Arc<str>>,
     size: usize,
     prepared: Prepared,
 }
@@ -180,6 +181,10 @@ pub struct ModuleReport {
     pub module: Arc<str>,
     /// The module's sha256.
     pub digest: String,
+    /// Who signed the module, as the host verified it (none for a module
+    /// loaded from a file, or allowed unsigned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<Arc<str>>,
     /// The checked outcome, or why there is none.
     #[serde(serialize_with = "serialize_result")]
     pub result: Result<Outcome, ReviewFailure>,
@@ -236,9 +241,23 @@ impl ReviewerModule {
             name: name.into(),
             source,
             digest,
+            signed_by: None,
             size,
             prepared,
         }
+    }
+
+    /// The same module, recorded as signed by `signer` (as the host verified
+    /// it, e.g. `key release (sha256:…)`): every report of it says so, and so
+    /// does every audit line. The core verifies nothing itself.
+    pub fn signed_by(mut self, signer: impl Into<Arc<str>>) -> ReviewerModule {
+        self.signed_by = Some(signer.into());
+        self
+    }
+
+    /// Who signed it, as the host recorded ([`signed_by`](Self::signed_by)).
+    pub fn signer(&self) -> Option<&str> {
+        self.signed_by.as_deref()
     }
 
     /// The module's name (its file stem unless the config names it).
@@ -287,6 +306,7 @@ impl ReviewerModule {
             name: name.into(),
             source: self.source.clone(),
             digest: self.digest.clone(),
+            signed_by: self.signed_by.clone(),
             size: self.size,
             prepared: self.prepared.clone(),
         }
@@ -341,6 +361,7 @@ impl ReviewerModule {
         ModuleReport {
             module: self.name.clone(),
             digest: self.digest.clone(),
+            signed_by: self.signed_by.clone(),
             result,
             elapsed,
             logs,

@@ -499,6 +499,7 @@ pub(super) fn audit_steps(report: &ChainReport) -> Vec<AuditStep> {
         steps.push(AuditStep {
             module: ROUTER_STEP.to_owned(),
             sha256: String::new(),
+            signed_by: None,
             outcome: "failure".to_owned(),
             failure: Some(failure.code().to_owned()),
             rationale: Some(failure.to_string()),
