@@ -105,6 +105,33 @@ pub struct InitArgs {
     /// demo`).
     #[arg(long, value_name = "DIR")]
     guests: Option<PathBuf>,
+    /// Build the chain from reviewer modules published to OCI registries
+    /// instead of the reference guests on disk: each REF
+    /// (`HOST[:PORT]/REPO:TAG`) becomes an `oci` entry, in the order given.
+    /// Before anything is written, each is pulled, verified against
+    /// --trust-key (or let through by --allow-unsigned), proven by the
+    /// conformance kit, and locked in gatehouse.lock beside the config.
+    #[arg(long, value_name = "REF", num_args = 1..)]
+    modules: Vec<String>,
+    /// The public key (cosign.pub) that must have signed every --modules
+    /// artifact; copied to keys/trusted.pub beside the config and named in
+    /// its [trust] policy.
+    #[arg(long, value_name = "FILE", requires = "modules")]
+    trust_key: Option<PathBuf>,
+    /// Let the --modules run unsigned (a registry of your own, while
+    /// developing); the [trust] policy says so for their repositories.
+    #[arg(long, requires = "modules", conflicts_with = "trust_key")]
+    allow_unsigned: bool,
+}
+
+/// Where `--trust-key` is copied, relative to the config.
+const TRUSTED_KEY: &str = "keys/trusted.pub";
+
+/// A `--modules` entry: its name in the chain and its reference.
+struct OciModule {
+    name: String,
+    reference: gatehouse_registry::ModuleRef,
+    text: String,
 }
 
 /// The reference chain, in order: the built guest's file stem, the name in
@@ -173,9 +200,46 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         }
         Some(Source::File(file)) => Import::from_file(file)?,
     };
-    let guests = super::guests_dir(args.guests)?;
+    let mut oci = Vec::new();
+    for text in &args.modules {
+        let reference: gatehouse_registry::ModuleRef = text.parse()?;
+        let name = reference
+            .repository()
+            .rsplit('/')
+            .next()
+            .unwrap_or("module")
+            .to_owned();
+        oci.push(OciModule {
+            name,
+            reference,
+            text: text.clone(),
+        });
+    }
+    if !oci.is_empty() && args.trust_key.is_none() && !args.allow_unsigned {
+        bail!(
+            "--modules need a --trust-key FILE (the cosign.pub that signed them), or --allow-unsigned for modules of your own in development"
+        );
+    }
+    let trust_key = match &args.trust_key {
+        Some(path) => {
+            let path = absolute(&cwd, path);
+            let pem = std::fs::read(&path)
+                .with_context(|| format!("{}: cannot read the trusted key", path.display()))?;
+            gatehouse_registry::signature::PublicKey::from_pem(&path.display().to_string(), &pem)?;
+            Some((path, pem))
+        }
+        None => None,
+    };
+    let guests = if oci.is_empty() {
+        Some(super::guests_dir(args.guests)?)
+    } else {
+        None
+    };
     let mut modules = Vec::new();
     for (stem, name, relative) in MODULES {
+        let Some(guests) = &guests else {
+            break;
+        };
         let from = guests.join(format!("{stem}.wasm"));
         let bytes = std::fs::read(&from).with_context(|| {
             format!(
@@ -191,11 +255,44 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             bytes,
         });
     }
-    let text = config_text(source.is_some(), &modules, &import)?;
+    let text = config_text(source.is_some(), &modules, &oci, &import)?;
+    let lock_path = gatehouse_registry::lock::Lock::path_beside(&config);
+    let key_path = base.join(TRUSTED_KEY);
+    let trust = trust_text(&oci, trust_key.as_ref().map(|_| TRUSTED_KEY));
+    // The modules are checked and locked before anything is written: with
+    // the key where it is now, the config as it will be.
+    let candidates = if oci.is_empty() {
+        Vec::new()
+    } else {
+        let checked_trust = trust_text(
+            &oci,
+            trust_key
+                .as_ref()
+                .map(|(path, _)| path.to_str().unwrap_or_default()),
+        );
+        let parsed =
+            gatehouse_gateway::config::Config::parse(&format!("{text}{checked_trust}"), &config)?;
+        match super::modules::check_candidates(&parsed, &[], None)? {
+            Ok(candidates) => candidates,
+            Err(refused) => {
+                for reason in &refused {
+                    eprintln!("gatehouse: refused: {reason}");
+                }
+                bail!("no file was written: the modules above were refused");
+            }
+        }
+    };
+    let text = format!("{text}{trust}");
 
-    let targets: Vec<&Path> = std::iter::once(config.as_path())
+    let mut targets: Vec<&Path> = std::iter::once(config.as_path())
         .chain(modules.iter().map(|module| module.path.as_path()))
         .collect();
+    if !oci.is_empty() {
+        targets.push(&lock_path);
+    }
+    if trust_key.is_some() {
+        targets.push(&key_path);
+    }
     if !args.force
         && let Some(existing) = targets
             .iter()
@@ -209,13 +306,24 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
     }
     report(&import, &config, source.as_ref());
 
-    let modules_dir = base.join("modules");
-    std::fs::create_dir_all(&modules_dir)
-        .with_context(|| format!("{}: cannot create the directory", modules_dir.display()))?;
+    if !modules.is_empty() {
+        let modules_dir = base.join("modules");
+        std::fs::create_dir_all(&modules_dir)
+            .with_context(|| format!("{}: cannot create the directory", modules_dir.display()))?;
+    }
     for module in &modules {
         write(&module.path, &module.bytes, args.force)?;
     }
+    if let Some((_, pem)) = &trust_key {
+        let keys_dir = base.join("keys");
+        std::fs::create_dir_all(&keys_dir)
+            .with_context(|| format!("{}: cannot create the directory", keys_dir.display()))?;
+        write(&key_path, pem, args.force)?;
+    }
     write(&config, text.as_bytes(), args.force)?;
+    if !oci.is_empty() {
+        super::modules::write_lock(&lock_path, None, &candidates)?;
+    }
 
     eprintln!(
         "gatehouse: wrote {} ({} MCP server{} imported) and {}",
@@ -226,6 +334,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
     );
     let local: Vec<PathBuf> = std::iter::once(config.clone())
         .chain(modules.iter().map(|module| module.path.clone()))
+        .chain(trust_key.as_ref().map(|_| key_path.clone()))
         .chain(STATE.iter().map(|state| base.join(state)))
         .collect();
     ignore_in_work_tree(&base, &local);
@@ -449,7 +558,42 @@ fn append_missing(gitignore: &Path, lines: &[String]) -> Result<Vec<String>, Str
 /// The config file's text. Only the server tables hold text from the
 /// client's config ([`Import::to_toml`] writes them safely); everything else
 /// here is gatehouse's own.
-fn config_text(imported: bool, modules: &[Module], import: &Import) -> anyhow::Result<String> {
+/// The `[trust]` section for `oci` modules: each repository must be signed
+/// by the key at `key` (relative to the config), or, without one, may run
+/// unsigned. Empty without `oci` modules.
+fn trust_text(oci: &[OciModule], key: Option<&str>) -> String {
+    if oci.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from(
+        "# Which keys must have signed which modules (gatehouse modules update checks it).\n",
+    );
+    if let Some(key) = key {
+        text.push_str(&format!("[trust.keys]\ntrusted = {key:?}\n\n"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for module in oci {
+        let name = module.reference.name();
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        text.push_str(&format!("[[trust.rules]]\nmatch = {name:?}\n"));
+        match key {
+            Some(_) => text.push_str("keys = [\"trusted\"]\n\n"),
+            None => {
+                text.push_str("allow_unsigned = true    # `gatehouse init --allow-unsigned`\n\n")
+            }
+        }
+    }
+    text
+}
+
+fn config_text(
+    imported: bool,
+    modules: &[Module],
+    oci: &[OciModule],
+    import: &Import,
+) -> anyhow::Result<String> {
     let defaults = gatehouse_core::sandbox::Limits::default();
     let mut text = HEADER
         .replace(
@@ -475,6 +619,25 @@ fn config_text(imported: bool, modules: &[Module], import: &Import) -> anyhow::R
         text.push_str(comment);
         text.push_str(&format!(
             "[[review.modules]]\nname = \"{name}\"\npath = \"{relative}\"\nsha256 = \"{digest}\"    # `gatehouse inspect {relative}` prints it; a module with another digest is refused\n"
+        ));
+        text.push_str(config);
+    }
+    for OciModule {
+        name,
+        text: reference,
+        ..
+    } in oci
+    {
+        let (comment, config) = if name.starts_with("allowlist") {
+            (ALLOWLIST_COMMENT, ALLOWLIST_CONFIG)
+        } else if name == "guardian" {
+            (GUARDIAN_COMMENT, GUARDIAN_CONFIG)
+        } else {
+            ("", "\n")
+        };
+        text.push_str(comment);
+        text.push_str(&format!(
+            "[[review.modules]]\nname = {name:?}\noci = {reference:?}    # runs the digest gatehouse.lock names; `gatehouse modules update` moves it\n"
         ));
         text.push_str(config);
     }
@@ -897,7 +1060,7 @@ mod tests {
     /// The limits the file shows are the defaults the sandbox has.
     #[test]
     fn the_limits_written_are_the_defaults() {
-        let text = config_text(false, &[], &Import::default()).unwrap();
+        let text = config_text(false, &[], &[], &Import::default()).unwrap();
         let config: toml::Table = toml::from_str(&text).unwrap();
         let limits = &config["review"]["limits"];
         let defaults = gatehouse_core::sandbox::Limits::default();

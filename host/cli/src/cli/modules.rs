@@ -289,25 +289,63 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// What `update` decided for one `oci` entry.
-struct Candidate {
+pub struct Candidate {
     index: usize,
     entry: gatehouse_registry::lock::LockedModule,
     previous: Option<gatehouse_registry::lock::LockedModule>,
 }
 
 fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
-    use gatehouse_core::config::ModuleSource;
     let config = Config::load(&args.config)?;
-    let lock_path = config.lock_path();
-    let old = Lock::read(&lock_path)?;
-    let registry = Registry::new(config.registry.access(config.base_dir()))?;
-    let store = Store::open(config.store_dir())?
-        .with_max_blob_bytes(config.registry.access(config.base_dir()).max_module_bytes());
-    let policy = config.trust.policy(config.base_dir())?;
     let mut extra = Vec::new();
     for dir in &args.cases {
         extra.extend(gatehouse_conformance::cases::load_dir(dir)?);
     }
+    let lock_path = config.lock_path();
+    let old = Lock::read(&lock_path)?;
+    let candidates = match check_candidates(&config, &extra, old.as_ref())? {
+        Ok(candidates) => candidates,
+        Err(refused) => {
+            for reason in &refused {
+                eprintln!("gatehouse: refused: {reason}");
+            }
+            eprintln!(
+                "gatehouse: nothing changed: {} is as it was",
+                escape(&lock_path.display().to_string())
+            );
+            return Ok(ExitCode::from(1));
+        }
+    };
+    write_lock(&lock_path, old.as_ref(), &candidates)?;
+    if args.no_reload {
+        return Ok(ExitCode::SUCCESS);
+    }
+    match super::reload::reload_running(&config, None)? {
+        None => {
+            println!(
+                "no gatehouse serve is running on this config; each takes the lock when it starts"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(true) => Ok(ExitCode::SUCCESS),
+        Some(false) => Ok(ExitCode::from(1)),
+    }
+}
+
+/// Resolves every `oci` module of `config`, pulls it into the store,
+/// verifies it against `[trust]` and proves it with the conformance kit
+/// (plus `extra` cases): the lock entries when every one passed, else every
+/// reason one was refused.
+pub fn check_candidates(
+    config: &Config,
+    extra: &[(PathBuf, gatehouse_conformance::cases::Case)],
+    old: Option<&Lock>,
+) -> anyhow::Result<Result<Vec<Candidate>, Vec<String>>> {
+    use gatehouse_core::config::ModuleSource;
+    let registry = Registry::new(config.registry.access(config.base_dir()))?;
+    let store = Store::open(config.store_dir())?
+        .with_max_blob_bytes(config.registry.access(config.base_dir()).max_module_bytes());
+    let policy = config.trust.policy(config.base_dir())?;
     let runtime = runtime()?;
     let mut candidates = Vec::new();
     let mut refused = Vec::new();
@@ -347,7 +385,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
         )?
         .with_module_limits(spec.module_limits())
         .with_module_config(spec.config_json());
-        let report = kit.run(&source, &bytes, gatehouse_conformance::Suite::All, &extra);
+        let report = kit.run(&source, &bytes, gatehouse_conformance::Suite::All, extra);
         if !report.passed() {
             let failures = report
                 .failures()
@@ -370,7 +408,7 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
         eprintln!("review.modules[{index}]: {source}: the kit passed it ({checks} checks)");
         candidates.push(Candidate {
             index,
-            previous: old.as_ref().and_then(|lock| lock.find(text)).cloned(),
+            previous: old.and_then(|lock| lock.find(text)).cloned(),
             entry: gatehouse_registry::lock::LockedModule {
                 reference: text.to_owned(),
                 manifest: pulled.manifest_digest,
@@ -381,18 +419,22 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
             },
         });
     }
-    if !refused.is_empty() {
-        for reason in &refused {
-            eprintln!("gatehouse: refused: {reason}");
-        }
-        eprintln!(
-            "gatehouse: nothing changed: {} is as it was",
-            escape(&lock_path.display().to_string())
-        );
-        return Ok(ExitCode::from(1));
-    }
+    Ok(if refused.is_empty() {
+        Ok(candidates)
+    } else {
+        Err(refused)
+    })
+}
+
+/// Writes the lock of `candidates` to `lock_path` (unless it is `old`
+/// already), printing each change.
+pub fn write_lock(
+    lock_path: &Path,
+    old: Option<&Lock>,
+    candidates: &[Candidate],
+) -> anyhow::Result<()> {
     let mut lock = Lock::default();
-    for candidate in &candidates {
+    for candidate in candidates {
         lock.set(candidate.entry.clone());
         let change = match &candidate.previous {
             Some(previous) if previous.manifest == candidate.entry.manifest => {
@@ -407,25 +449,13 @@ fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
             escape(&candidate.entry.reference)
         );
     }
-    if old.as_ref() == Some(&lock) {
+    if old == Some(&lock) {
         println!("the lock is current");
     } else {
-        lock.write(&lock_path)?;
+        lock.write(lock_path)?;
         println!("wrote {}", escape(&lock_path.display().to_string()));
     }
-    if args.no_reload {
-        return Ok(ExitCode::SUCCESS);
-    }
-    match super::reload::reload_running(&config, None)? {
-        None => {
-            println!(
-                "no gatehouse serve is running on this config; each takes the lock when it starts"
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(true) => Ok(ExitCode::SUCCESS),
-        Some(false) => Ok(ExitCode::from(1)),
-    }
+    Ok(())
 }
 
 /// The signer of `manifest` that `policy` asks for: `Some` when one of the

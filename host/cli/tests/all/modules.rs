@@ -597,3 +597,97 @@ fn only_modules_a_trusted_key_signed_are_locked_and_a_tag_moved_to_unsigned_byte
         text(&refused.stderr)
     );
 }
+
+#[test]
+fn three_commands_take_a_module_from_a_build_to_a_signed_locked_gateway_elsewhere() {
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let publisher = tempfile::tempdir().expect("publisher");
+    let password = [("COSIGN_PASSWORD", "team secret")];
+    let keygen = gatehouse_in(publisher.path(), &["modules", "keygen"], &password);
+    assert!(keygen.status.success(), "{}", text(&keygen.stderr));
+    let reference = format!("{}/security/guardian:1.0", server.address);
+    let guardian = paths::guest("gatehouse_guardian");
+
+    // 1. Publish.
+    let pushed = gatehouse_in(
+        publisher.path(),
+        &[
+            "modules",
+            "push",
+            guardian.to_str().expect("utf-8"),
+            &reference,
+        ],
+        &[],
+    );
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    // 2. Sign.
+    let signed = gatehouse_in(
+        publisher.path(),
+        &["modules", "sign", &reference, "--key", "cosign.key"],
+        &password,
+    );
+    assert!(signed.status.success(), "{}", text(&signed.stderr));
+    // 3. On another directory: a config, its trust policy and its lock.
+    let host = tempfile::tempdir().expect("host");
+    let public = publisher.path().join("cosign.pub");
+    let init = gatehouse_in(
+        host.path(),
+        &[
+            "init",
+            "--modules",
+            &reference,
+            "--trust-key",
+            public.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let config = host.path().join("gatehouse.toml");
+    let written = std::fs::read_to_string(&config).expect("config");
+    assert!(
+        written.contains(&format!("oci = {reference:?}")),
+        "{written}"
+    );
+    let lock = std::fs::read_to_string(host.path().join("gatehouse.lock")).expect("lock");
+    assert!(lock.contains("signer = \"key trusted (sha256:"), "{lock}");
+
+    // It runs: the guardian reviews, offline from the registry.
+    drop(server);
+    let request = host.path().join("request.json");
+    std::fs::write(
+        &request,
+        r#"{"message": "Allow delete_branch?", "requestedSchema": {"type": "object", "properties": {}}, "_meta": {"codex_approval_kind": "mcp_tool_call", "tool_name": "delete_branch"}}"#,
+    )
+    .expect("request");
+    let reviewed = gatehouse_in(
+        host.path(),
+        &[
+            "review",
+            "--config",
+            "gatehouse.toml",
+            "--request",
+            "request.json",
+        ],
+        &[],
+    );
+    let out = text(&reviewed.stdout);
+    assert!(
+        out.lines()
+            .any(|line| line.trim_start().starts_with("guardian ")),
+        "a row for the guardian's review: {out}\n{}",
+        text(&reviewed.stderr)
+    );
+
+    // Without a key or --allow-unsigned, init refuses to lock modules.
+    let elsewhere = tempfile::tempdir().expect("elsewhere");
+    let refused = gatehouse_in(elsewhere.path(), &["init", "--modules", &reference], &[]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("--trust-key"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(!elsewhere.path().join("gatehouse.toml").exists());
+}
