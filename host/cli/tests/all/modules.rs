@@ -691,3 +691,55 @@ fn three_commands_take_a_module_from_a_build_to_a_signed_locked_gateway_elsewher
     );
     assert!(!elsewhere.path().join("gatehouse.toml").exists());
 }
+
+#[test]
+fn the_reference_modules_are_published_signed_and_a_new_config_runs_them() {
+    let Some(server) = oci_registry::Registry::start(Options::default()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let password = [("COSIGN_PASSWORD", "release secret")];
+    let keygen = gatehouse_in(dir.path(), &["modules", "keygen"], &password);
+    assert!(keygen.status.success(), "{}", text(&keygen.stderr));
+    let prefix = format!("{}/gatehouse", server.address);
+    let published = Command::new(paths::root().join(".ci/publish-modules"))
+        .args([
+            prefix.as_str(),
+            "0.1.0",
+            dir.path().join("cosign.key").to_str().expect("utf-8"),
+        ])
+        .env("GATEHOUSE", env!("CARGO_BIN_EXE_gatehouse"))
+        .env("COSIGN_PASSWORD", "release secret")
+        .env("DOCKER_CONFIG", dir.path().join("no-docker-config"))
+        .output()
+        .expect("publish-modules runs");
+    assert!(
+        published.status.success(),
+        "{}\n{}",
+        text(&published.stdout),
+        text(&published.stderr)
+    );
+    for name in ["guardian", "model-guardian", "allowlist"] {
+        assert!(
+            text(&published.stdout).contains(&format!("{prefix}/{name}:0.1.0@sha256:")),
+            "{}",
+            text(&published.stdout)
+        );
+    }
+    let host = tempfile::tempdir().expect("host");
+    let init = gatehouse_in(
+        host.path(),
+        &[
+            "init",
+            "--modules",
+            &format!("{prefix}/allowlist:0.1.0"),
+            &format!("{prefix}/guardian:0.1.0"),
+            "--trust-key",
+            dir.path().join("cosign.pub").to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let lock = std::fs::read_to_string(host.path().join("gatehouse.lock")).expect("lock");
+    assert_eq!(lock.matches("signer = \"key trusted").count(), 2, "{lock}");
+}
