@@ -58,6 +58,7 @@ use gatehouse_core::sandbox::ModuleReport;
 
 pub mod bound;
 pub mod read;
+pub mod shadow;
 
 /// Who decided an elicitation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -542,6 +543,30 @@ impl AuditLog {
         if line.len() > bound::MAX_RECORD_BYTES {
             line = serialize(&bound::shrunk(&record, line.len()))?;
         }
+        self.write_line(line)
+    }
+
+    /// Writes one shadow line ([`shadow`]), bounded as a decision's record
+    /// is, in the same way ([`AuditLog::write`]).
+    pub fn write_shadow(&self, record: &shadow::ShadowRecord) -> Result<(), AuditError> {
+        let as_record = record.as_record();
+        let mut bounded = bound::bounded(&as_record).into_owned();
+        let line_of = |bounded: &AuditRecord| {
+            let mut shadow = shadow::ShadowRecord::from_record(bounded.clone());
+            shadow.instance.clone_from(&self.instance);
+            gatehouse_base::escape::to_json_string(&shadow)
+                .map_err(|e| self.error(io::Error::other(e)))
+        };
+        let mut line = line_of(&bounded)?;
+        if line.len() > bound::MAX_RECORD_BYTES {
+            bounded = bound::shrunk(&bounded, line.len());
+            line = line_of(&bounded)?;
+        }
+        self.write_line(line)
+    }
+
+    /// Appends `line` and its newline in one write, synced as configured.
+    fn write_line(&self, mut line: String) -> Result<(), AuditError> {
         line.push('\n');
         let mut state = self.lock();
         let State {

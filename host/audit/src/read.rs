@@ -375,6 +375,17 @@ pub struct AuditEvent {
     pub text: String,
 }
 
+impl AuditEvent {
+    /// The shadow verdicts this line holds, when it is a shadow line
+    /// ([`crate::shadow`]).
+    pub fn shadow(&self) -> Option<crate::shadow::ShadowRecord> {
+        if self.event != crate::shadow::SHADOW_EVENT {
+            return None;
+        }
+        serde_json::from_str(&self.text).ok()
+    }
+}
+
 /// What one line of the log holds.
 #[derive(Debug, Clone)]
 pub enum ReadLine {

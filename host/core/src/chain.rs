@@ -229,12 +229,29 @@ impl ChainReport {
 #[derive(Debug, Clone, Default)]
 pub struct Chain {
     links: Vec<ChainLink>,
+    shadow: Vec<ChainLink>,
 }
 
 impl Chain {
     /// A chain of `links`, run in order.
     pub fn new(links: Vec<ChainLink>) -> Self {
-        Chain { links }
+        Chain {
+            links,
+            shadow: Vec::new(),
+        }
+    }
+
+    /// The same chain with `shadow` modules: a host reviews each of them
+    /// alone beside the chain, for comparison, and never lets one decide
+    /// (`mode = "shadow"`). [`Chain::review`] does not run them.
+    pub fn with_shadow(mut self, shadow: Vec<ChainLink>) -> Self {
+        self.shadow = shadow;
+        self
+    }
+
+    /// The shadow modules ([`Chain::with_shadow`]).
+    pub fn shadow(&self) -> &[ChainLink] {
+        &self.shadow
     }
 
     /// The links.

@@ -248,6 +248,22 @@ pub struct ModuleConfig {
     /// Its own limits over `[review.limits]`.
     #[serde(default)]
     pub limits: ModuleLimitsConfig,
+    /// `live` (the default): it is part of the chain. `shadow`: it reviews
+    /// every elicitation the chain reviews, beside it, and never decides;
+    /// a host records its verdicts for comparison.
+    #[serde(default)]
+    pub mode: ModuleMode,
+}
+
+/// Whether a module decides ([`ModuleConfig::mode`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleMode {
+    /// Part of the chain.
+    #[default]
+    Live,
+    /// Reviews beside the chain, never deciding.
+    Shadow,
 }
 
 /// Where a module's component comes from: [`ModuleConfig::source`].
@@ -282,6 +298,7 @@ impl ModuleConfig {
             config: None,
             model: None,
             limits: ModuleLimitsConfig::default(),
+            mode: ModuleMode::Live,
         }
     }
 

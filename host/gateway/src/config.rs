@@ -189,6 +189,13 @@ impl Config {
             })?;
         }
         for (index, module) in config.review.modules.iter().enumerate() {
+            if module.mode == gatehouse_core::config::ModuleMode::Shadow && module.model.is_some() {
+                return Err(ConfigError::Module {
+                    path: origin.to_path_buf(),
+                    index,
+                    problem: "a shadow module cannot be granted a model yet (its calls would spend outside the bounds on model spend); remove `model` or make it live".to_owned(),
+                });
+            }
             let problem = match module.source() {
                 Err(err) => err.to_string(),
                 Ok(gatehouse_core::config::ModuleSource::Oci(reference)) => {

@@ -202,6 +202,7 @@ pub fn build_checked_chain(
         gatehouse_models::build_models(&config.models, handle)?
     };
     let mut links = Vec::with_capacity(config.review.modules.len());
+    let mut shadow = Vec::new();
     let mut components = crate::component::Components::new(config);
     for (index, spec) in config.review.modules.iter().enumerate() {
         let component = components.get(index, spec)?;
@@ -244,7 +245,10 @@ pub fn build_checked_chain(
                 });
             }
         }
-        links.push(link);
+        match spec.mode {
+            gatehouse_core::config::ModuleMode::Live => links.push(link),
+            gatehouse_core::config::ModuleMode::Shadow => shadow.push(link),
+        }
     }
-    Ok(Chain::new(links))
+    Ok(Chain::new(links).with_shadow(shadow))
 }

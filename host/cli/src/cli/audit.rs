@@ -67,6 +67,13 @@ pub struct AuditArgs {
     /// digest) and decided-by, and the latency's p50, p90, p99 and max.
     #[arg(long)]
     stats: bool,
+    /// Where the shadow module MODULE (`mode = "shadow"`, by its name in
+    /// the chain) disagreed with what the live chain came to: counts
+    /// (reviewed, agreed, disagreed, skipped; each disagreement as `shadow →
+    /// live`), then every disagreement. The evidence to read before
+    /// `gatehouse modules update` promotes it. --since and --server apply.
+    #[arg(long, value_name = "MODULE", conflicts_with_all = ["stats", "follow", "decided_by"])]
+    compare: Option<String>,
 }
 
 /// Who decided (`decided_by` in the audit line).
@@ -115,6 +122,18 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         ReadError::Read { .. } => anyhow::Error::new(error),
     };
+    if let Some(module) = &args.compare {
+        let reader = read::open(&path).map_err(opened)?;
+        return match compare(reader, &path, &filter, module, args.format) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(Failed::Output(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(Failed::Output(error)) => Err(anyhow::Error::new(error).context("cannot print")),
+            Err(Failed::Read(error)) => Err(error.into()),
+            Err(Failed::Setup(error)) => Err(error.into()),
+        };
+    }
     let mut printer = Printer::new(args.format, args.stats);
     let written = if args.follow {
         let tail = AuditTail::open(&path).map_err(opened)?;
@@ -313,8 +332,12 @@ fn drain(
 }
 
 /// An event about the log itself (a torn line ended when it was opened, say)
-/// on stderr: it is no decision, so it is neither listed nor counted.
+/// on stderr: it is no decision, so it is neither listed nor counted. Shadow
+/// lines are expected, and only `--compare` reads them.
 fn note_event(path: &std::path::Path, event: &read::AuditEvent) {
+    if event.event == gatehouse_audit::shadow::SHADOW_EVENT {
+        return;
+    }
     eprintln!(
         "gatehouse: {}: line {}: {}",
         Escaped(&path.display().to_string()),
@@ -626,4 +649,135 @@ fn stats_json(
         "{}",
         to_json_string(&document).map_err(io::Error::other)?
     )
+}
+
+/// `--compare MODULE`: the shadow lines' verdicts of MODULE against what the
+/// live chain came to.
+fn compare(
+    mut reader: read::AuditReader<io::BufReader<std::fs::File>>,
+    path: &std::path::Path,
+    filter: &AuditFilter,
+    module: &str,
+    format: Format,
+) -> Result<(), Failed> {
+    use gatehouse_audit::shadow::SKIPPED;
+    use std::collections::BTreeMap;
+    let mut reviewed = 0u64;
+    let mut agreed = 0u64;
+    let mut skipped = 0u64;
+    let mut pairs: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut disagreements = Vec::new();
+    let mut unreadable = Unreadable::default();
+    loop {
+        let line = reader.next_line().map_err(|source| {
+            Failed::Read(ReadError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        })?;
+        let event = match line {
+            Some(ReadLine::Event(event)) => event,
+            Some(ReadLine::Entry(_)) => continue,
+            Some(ReadLine::Unreadable(line)) => {
+                unreadable.add(line);
+                continue;
+            }
+            None => break,
+        };
+        let Some(record) = event.shadow() else {
+            continue;
+        };
+        if filter.since.is_some_and(|since| event.time < since)
+            || filter
+                .server
+                .as_ref()
+                .is_some_and(|server| *server != record.server)
+        {
+            continue;
+        }
+        for step in record.shadow.iter().filter(|step| step.module == module) {
+            if step.outcome == SKIPPED {
+                skipped += 1;
+                continue;
+            }
+            reviewed += 1;
+            if record.agrees(step) {
+                agreed += 1;
+                continue;
+            }
+            *pairs
+                .entry((step.outcome.clone(), record.live.clone()))
+                .or_default() += 1;
+            disagreements.push((event.line, record.clone(), step.clone()));
+        }
+    }
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let disagreed = reviewed - agreed;
+    match format {
+        Format::Json => {
+            let summary = serde_json::json!({
+                "module": module,
+                "reviewed": reviewed,
+                "agreed": agreed,
+                "disagreed": disagreed,
+                "skipped": skipped,
+                "disagreements_by_outcome": pairs
+                    .iter()
+                    .map(|((shadow, live), count)| serde_json::json!({"shadow": shadow, "live": live, "count": count}))
+                    .collect::<Vec<_>>(),
+                "disagreements": disagreements
+                    .iter()
+                    .map(|(line, record, step)| serde_json::json!({
+                        "line": line,
+                        "time": record.time,
+                        "server": record.server,
+                        "request_id": record.request_id,
+                        "instance": record.instance,
+                        "decided_by": record.decided_by,
+                        "live": record.live,
+                        "action": record.action,
+                        "shadow": step,
+                    }))
+                    .collect::<Vec<_>>(),
+            });
+            let text = gatehouse_core::escape::to_json_string(&summary)
+                .map_err(|error| Failed::Output(io::Error::other(error)))?;
+            writeln!(out, "{text}")?;
+        }
+        Format::Text => {
+            writeln!(
+                out,
+                "{}: {reviewed} reviewed in shadow, {agreed} agreed, {disagreed} disagreed, {skipped} skipped (busy)",
+                Escaped(module)
+            )?;
+            for ((shadow, live), count) in &pairs {
+                writeln!(
+                    out,
+                    "  shadow {} where the chain came to {}: {count}",
+                    Escaped(shadow),
+                    Escaped(live)
+                )?;
+            }
+            for (line, record, step) in &disagreements {
+                writeln!(
+                    out,
+                    "line {line}  {}  {}  id {}  chain: {} ({}, sent {})  shadow: {}{}",
+                    Escaped(&record.time),
+                    Escaped(&record.server),
+                    Escaped(&record.request_id.to_string()),
+                    Escaped(&record.live),
+                    record.decided_by,
+                    Escaped(&record.action),
+                    Escaped(&step.outcome),
+                    step.rationale
+                        .as_deref()
+                        .map(|why| format!(": {}", Escaped(why)))
+                        .unwrap_or_default()
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    report(path, &unreadable);
+    Ok(())
 }

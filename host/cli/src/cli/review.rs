@@ -334,6 +334,10 @@ fn build_chain(args: &ReviewArgs, config: &Config) -> anyhow::Result<BuiltChain>
     let mut links = Vec::with_capacity(config.review.modules.len() + args.modules.len());
     let mut components = gatehouse_gateway::component::Components::new(config);
     for (index, spec) in config.review.modules.iter().enumerate() {
+        // Shadow modules never decide; `gatehouse serve` records them.
+        if spec.mode == gatehouse_core::config::ModuleMode::Shadow {
+            continue;
+        }
         let component = components.get(index, spec)?;
         let name = spec.name.clone().unwrap_or(component.default_name);
         let module = sandbox

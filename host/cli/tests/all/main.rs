@@ -38,5 +38,6 @@ mod new;
 mod protocol_2026;
 mod resources;
 mod serve_control;
+mod shadow;
 mod templates;
 mod untrusted_text;

@@ -17,6 +17,7 @@ mod pending;
 mod person;
 mod policy;
 mod settings;
+mod shadow;
 mod spend;
 
 use std::collections::HashMap;
@@ -124,6 +125,11 @@ pub struct Router {
     /// Cancelled by [`Router::drain`]: reviews waiting on a model stop
     /// waiting, so they are answered and audited before shutdown.
     shutdown: CancellationToken,
+    /// Shadow reviews running at once (as many as live ones); one that finds
+    /// none free is skipped, never queued (`shadow`).
+    shadow_reviews: Arc<tokio::sync::Semaphore>,
+    /// Shadow lines not written yet ([`Router::drain`] waits for them).
+    shadow_pending: Arc<AtomicUsize>,
 }
 
 /// Counts one of a server's elicitations in flight while alive.
@@ -189,6 +195,8 @@ impl Router {
             per_server: Mutex::new(HashMap::new()),
             spend: spend::Spend::default(),
             shutdown: CancellationToken::new(),
+            shadow_reviews: Arc::new(tokio::sync::Semaphore::new(concurrent_reviews.max(1))),
+            shadow_pending: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -284,7 +292,12 @@ impl Router {
     /// `grace`) until every elicitation in flight is answered and audited.
     pub async fn drain(&self, grace: Duration) {
         self.begin_drain();
-        settle(|| self.in_flight() == 0, grace, Duration::from_millis(10)).await;
+        settle(
+            || self.in_flight() == 0 && self.shadow_pending.load(Ordering::SeqCst) == 0,
+            grace,
+            Duration::from_millis(10),
+        )
+        .await;
     }
 
     /// Routes one elicitation and writes its audit line; returns the answer.
@@ -307,6 +320,7 @@ impl Router {
         let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced)
             || (elicitation.delivery == Delivery::Request && elicitation.arrival.reused);
         let (binding, related) = self.bind(&elicitation);
+        let shadow_slot = shadow::Slot::default();
         let parsed = policy::parse(&elicitation.params, elicitation.delivery);
         let mode = match &parsed {
             Ok(params) => params.elicitation.mode().to_string(),
@@ -324,7 +338,8 @@ impl Router {
                         replaced: arrival.as_ref().map(|(entry, _)| entry.replaced.clone()),
                         binding: binding.as_ref(),
                     };
-                    self.decide(&elicitation, params, tie, &related).await
+                    self.decide(&elicitation, params, tie, &related, &shadow_slot)
+                        .await
                 }
             }
         };
@@ -359,6 +374,25 @@ impl Router {
             },
             latency_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         };
+        let shadow_started = shadow_slot.take().map(|reviews| {
+            let action = match &answer {
+                Ok(wire) => wire
+                    .get("action")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_owned(),
+                Err(_) => "error".to_owned(),
+            };
+            let compared = shadow::Compared {
+                server: record.server.clone(),
+                request_id: record.request_id.clone(),
+                mode: record.mode.clone(),
+                decided_by: record.decided_by,
+                live: gatehouse_audit::shadow::live_outcome(record.decided_by, &record.steps),
+                action,
+            };
+            (reviews, compared)
+        });
         if let Err(error) = self.write_audit(record).await {
             // Reported, never swallowed; and nothing is accepted unaudited.
             tracing::error!(server = %elicitation.server, "{error}");
@@ -366,6 +400,14 @@ impl Router {
                 let failure = ReviewFailure::Trap("audit log unavailable".to_owned());
                 answer = Ok(ElicitAnswer::failed(&failure).to_wire());
             }
+        }
+        if let Some((reviews, compared)) = shadow_started {
+            shadow::write_later(
+                reviews,
+                compared,
+                self.audit.clone(),
+                self.shadow_pending.clone(),
+            );
         }
         answer.and_then(|wire| {
             serde_json::from_value(wire).map_err(|error| {
@@ -421,6 +463,7 @@ impl Router {
         params: ElicitationParams,
         tie: Tie<'_>,
         related: &Related,
+        shadow_slot: &shadow::Slot,
     ) -> Decided {
         if let Related::Unmatched { in_flight } = related {
             return Decided::unmatched(*in_flight);
@@ -441,6 +484,7 @@ impl Router {
                     tie.binding,
                     related,
                 ));
+                shadow_slot.start(&self.chain.load_full(), &request, &self.shadow_reviews);
                 self.review(&all, elicitation, &request, &tie, related, policy::strict)
                     .await
                     .unwrap_or_else(|decided| decided)
@@ -463,6 +507,9 @@ impl Router {
                     AfterChain::Answered(decided) => Ok(decided),
                     AfterChain::Deferred { steps, why } => Err((steps, why)),
                 };
+                // The shadow modules review beside the chain, on threads of
+                // their own; the answer never waits for them.
+                shadow_slot.start(&self.chain.load_full(), &request, &self.shadow_reviews);
                 match self
                     .review(&all, elicitation, &request, &tie, related, after)
                     .await
