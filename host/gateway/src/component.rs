@@ -70,7 +70,7 @@ pub enum ComponentError {
     },
     /// The store lacks a locked blob, or it no longer has its digest.
     #[error(
-        "review.modules[{index}]: {reference}: {source}; run `gatehouse modules update --config {}` to fetch it again",
+        "review.modules[{index}]: {reference}: {source}; fetch the locked version again with `gatehouse modules pull {pinned} --config {}`",
         config.display()
     )]
     Store {
@@ -78,6 +78,8 @@ pub enum ComponentError {
         index: usize,
         /// The reference, escaped.
         reference: String,
+        /// The reference pinned at the locked manifest, escaped.
+        pinned: String,
         /// The config file.
         config: PathBuf,
         /// The store's error.
@@ -148,6 +150,7 @@ impl<'a> Components<'a> {
                 Store::open(self.config.store_dir()).map_err(|source| ComponentError::Store {
                     index,
                     reference: shown.clone(),
+                    pinned: shown.clone(),
                     config: config_path.clone(),
                     source: Box::new(source),
                 })?;
@@ -164,9 +167,17 @@ impl<'a> Components<'a> {
                 config: config_path,
             });
         };
+        let pinned = match reference.parse::<gatehouse_registry::ModuleRef>() {
+            Ok(parsed) => {
+                gatehouse_base::escape::escape(&parsed.pinned(&entry.manifest).to_string())
+                    .into_owned()
+            }
+            Err(_) => shown.clone(),
+        };
         let store_error = |source| ComponentError::Store {
             index,
             reference: shown.clone(),
+            pinned: pinned.clone(),
             config: config_path.clone(),
             source: Box::new(source),
         };

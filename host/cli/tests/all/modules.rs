@@ -384,6 +384,66 @@ async fn an_update_the_kit_passes_is_swapped_in_under_load_and_one_it_fails_chan
         Some(&sha256_hex(&template))
     );
 
+    // The store entry of the running module corrupted on disk: a reload
+    // refuses it, naming the reference and the fix, and the running chain
+    // keeps answering; `modules update` fetches it again.
+    let blob = dir
+        .path()
+        .join(".gatehouse/store/blobs/sha256")
+        .join(sha256_hex(&template));
+    let mut bytes = std::fs::read(&blob).expect("the stored component");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&blob, bytes).expect("corrupt it");
+    let reload = {
+        let dir = dir.path().to_path_buf();
+        let config_arg = config_arg.clone();
+        tokio::task::spawn_blocking(move || {
+            gatehouse_in(&dir, &["reload", "--config", &config_arg], &[])
+        })
+        .await
+        .expect("reload ran")
+    };
+    assert!(!reload.status.success());
+    let said = text(&reload.stdout);
+    assert!(
+        said.contains("team/reviewer:stable") && said.contains("gatehouse modules pull "),
+        "{said}"
+    );
+    let seen = audited_digests(dir.path()).len();
+    wait_for_records(seen + 3).await;
+    assert_eq!(
+        audited_digests(dir.path()).last(),
+        Some(&sha256_hex(&template))
+    );
+    assert!(
+        !blob.exists(),
+        "a corrupted entry is removed when it is read"
+    );
+    // The fix it names: the locked version, by digest, fetched again.
+    let pinned = said
+        .split('`')
+        .find(|part| part.starts_with("gatehouse modules pull "))
+        .expect("the command to run")
+        .to_owned();
+    let args: Vec<&str> = pinned.split_whitespace().skip(1).collect();
+    let pulled = {
+        let dir = dir.path().to_path_buf();
+        let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            gatehouse_in(&dir, &args, &[])
+        })
+        .await
+        .expect("pull ran")
+    };
+    assert!(
+        pulled.status.success(),
+        "{pinned}: {}",
+        text(&pulled.stderr)
+    );
+    assert_eq!(std::fs::read(&blob).expect("fetched again"), template);
+
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let answered = caller.await.expect("caller");
     assert!(answered >= 9, "{answered}");
