@@ -23,6 +23,13 @@ fn quiet() -> gatehouse_registry::AccessBuilder {
         .retry_delay(Duration::from_millis(20))
 }
 
+/// An empty store in a directory of its own (kept while the guard lives).
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("store dir");
+    let store = Store::open(dir.path().join("store")).expect("store");
+    (dir, store)
+}
+
 fn reference(registry: &str, rest: &str) -> ModuleRef {
     format!("{registry}/{rest}").parse().expect("reference")
 }
@@ -40,8 +47,7 @@ fn a_module_pushed_to_a_real_registry_pulls_back_verified_into_the_store() {
         return;
     };
     let registry = Registry::new(quiet().build()).expect("client");
-    let store_dir = tempfile::tempdir().expect("store");
-    let store = Store::open(store_dir.path().join("store")).expect("store");
+    let (_store_dir, store) = store();
     let component = guardian();
     let tagged = reference(&server.address, "team/guardian:1.0");
     runtime().block_on(async {
@@ -96,8 +102,7 @@ fn a_tls_registry_with_basic_auth_needs_its_ca_and_the_docker_config_credentials
     // `localhost` by name, so TLS checks the certificate's name too.
     let port = server.address.rsplit(':').next().expect("port");
     let tagged = reference(&format!("localhost:{port}"), "team/guardian:2");
-    let store_dir = tempfile::tempdir().expect("store");
-    let store = Store::open(store_dir.path().join("store")).expect("store");
+    let (store_dir, store) = store();
     let docker = oci_registry::docker_config(
         &store_dir.path().join("docker"),
         &format!("localhost:{port}"),
@@ -166,8 +171,7 @@ fn a_blob_corrupted_in_the_registry_is_refused_and_nothing_unverified_is_stored(
         return;
     };
     let registry = Registry::new(quiet().build()).expect("client");
-    let store_dir = tempfile::tempdir().expect("store");
-    let store = Store::open(store_dir.path().join("store")).expect("store");
+    let (_store_dir, store) = store();
     let component = guardian();
     let tagged = reference(&server.address, "team/guardian:bad");
     runtime().block_on(async {
@@ -211,8 +215,7 @@ fn manifests_outside_the_wasm_layout_and_oversized_modules_are_refused_before_an
     };
     let component = guardian();
     let tagged = reference(&server.address, "team/big:1");
-    let store_dir = tempfile::tempdir().expect("store");
-    let store = Store::open(store_dir.path().join("store")).expect("store");
+    let (_store_dir, store) = store();
     runtime().block_on(async {
         let registry = Registry::new(quiet().build()).expect("client");
         registry.push(&tagged, &component).await.expect("push");
@@ -287,8 +290,7 @@ fn a_registry_answering_5xx_is_retried_a_bounded_number_of_times_then_named() {
     runtime().block_on(async {
         let (address, count) = failing_registry(503).await;
         let registry = Registry::new(quiet().attempts(3).build()).expect("client");
-        let store_dir = tempfile::tempdir().expect("store");
-        let store = Store::open(store_dir.path().join("store")).expect("store");
+        let (_store_dir, store) = store();
         let tagged = reference(&address, "team/guardian:1");
         let err = registry.pull(&tagged, &store).await.expect_err("5xx");
         let text = err.to_string();
@@ -329,8 +331,7 @@ fn a_registry_that_stalls_is_cut_off_by_the_operation_bound() {
                 .build(),
         )
         .expect("client");
-        let store_dir = tempfile::tempdir().expect("store");
-        let store = Store::open(store_dir.path().join("store")).expect("store");
+        let (_store_dir, store) = store();
         let tagged = reference(&address, "team/guardian:1");
         let err = registry.pull(&tagged, &store).await.expect_err("stalls");
         assert!(matches!(err, RegistryError::Timeout { .. }), "{err}");
@@ -381,8 +382,7 @@ fn a_blob_redirected_to_another_server_with_other_bytes_is_refused() {
         let address = listener.local_addr().expect("address").to_string();
         tokio::spawn(async move { axum::serve(listener, app).await });
         let registry = Registry::new(quiet().build()).expect("client");
-        let store_dir = tempfile::tempdir().expect("store");
-        let store = Store::open(store_dir.path().join("store")).expect("store");
+        let (_store_dir, store) = store();
         let tagged = reference(&address, "team/guardian:1");
         let err = registry
             .pull(&tagged, &store)

@@ -82,6 +82,23 @@ impl Report {
         self.results.iter().filter(|result| !result.passed)
     }
 
+    /// The failed checks on one line, `case: detail; …` (the detail, or
+    /// what the module gave when there is none), as a refusal quotes them.
+    /// The module's words are not escaped here: escape the line where it is
+    /// printed.
+    pub fn failures_line(&self) -> String {
+        self.failures()
+            .map(|row| {
+                format!(
+                    "{}: {}",
+                    row.case,
+                    row.detail.as_deref().unwrap_or(&row.got)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// A table for people: case, expected, got, pass/fail, time; then the
     /// details of each failure. What the module said (its `describe()`
     /// name, outcomes, failure details) is escaped; the JSON report

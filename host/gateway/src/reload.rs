@@ -227,17 +227,7 @@ pub fn build_checked_chain(
                     .with_module_limits(limits)
                     .run(&source, &bytes, Suite::Contract, &[]);
             if !report.passed() {
-                let failures = report
-                    .failures()
-                    .map(|row| {
-                        format!(
-                            "{}: {}",
-                            row.case,
-                            row.detail.as_deref().unwrap_or(&row.got)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ");
+                let failures = report.failures_line();
                 return Err(ReloadError::Contract {
                     index,
                     module: source,

@@ -387,17 +387,7 @@ pub fn check_candidates(
         .with_module_config(spec.config_json());
         let report = kit.run(&source, &bytes, gatehouse_conformance::Suite::All, extra);
         if !report.passed() {
-            let failures = report
-                .failures()
-                .map(|row| {
-                    format!(
-                        "{}: {}",
-                        row.case,
-                        row.detail.as_deref().unwrap_or(&row.got)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
+            let failures = report.failures_line();
             refused.push(format!(
                 "review.modules[{index}]: {source} fails the conformance kit: {}",
                 escape(&failures)

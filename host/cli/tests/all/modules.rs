@@ -23,6 +23,18 @@ fn gatehouse_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
     command.output().expect("gatehouse runs")
 }
 
+/// [`gatehouse_in`] on a blocking thread, for tests on a runtime.
+async fn gatehouse_blocking(dir: &Path, args: &[&str]) -> Output {
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        gatehouse_in(&dir, &args, &[])
+    })
+    .await
+    .expect("gatehouse ran")
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -333,15 +345,8 @@ async fn an_update_the_kit_passes_is_swapped_in_under_load_and_one_it_fails_chan
 
     // v2 passes the kit: locked and swapped in.
     publish(template.clone()).await;
-    let update = {
-        let dir = dir.path().to_path_buf();
-        let config_arg = config_arg.clone();
-        tokio::task::spawn_blocking(move || {
-            gatehouse_in(&dir, &["modules", "update", "--config", &config_arg], &[])
-        })
-        .await
-        .expect("update ran")
-    };
+    let update =
+        gatehouse_blocking(dir.path(), &["modules", "update", "--config", &config_arg]).await;
     assert!(update.status.success(), "{}", text(&update.stderr));
     assert!(
         text(&update.stdout).contains(": ok"),
@@ -361,15 +366,8 @@ async fn an_update_the_kit_passes_is_swapped_in_under_load_and_one_it_fails_chan
     // v3 fails the kit (its verdicts are not JSON): refused, nothing changes.
     let bad = std::fs::read(paths::guest("test_guest_bad_json")).expect("bad guest");
     publish(bad).await;
-    let refused = {
-        let dir = dir.path().to_path_buf();
-        let config_arg = config_arg.clone();
-        tokio::task::spawn_blocking(move || {
-            gatehouse_in(&dir, &["modules", "update", "--config", &config_arg], &[])
-        })
-        .await
-        .expect("update ran")
-    };
+    let refused =
+        gatehouse_blocking(dir.path(), &["modules", "update", "--config", &config_arg]).await;
     assert!(!refused.status.success());
     let stderr = text(&refused.stderr);
     assert!(
@@ -395,15 +393,7 @@ async fn an_update_the_kit_passes_is_swapped_in_under_load_and_one_it_fails_chan
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&blob, bytes).expect("corrupt it");
-    let reload = {
-        let dir = dir.path().to_path_buf();
-        let config_arg = config_arg.clone();
-        tokio::task::spawn_blocking(move || {
-            gatehouse_in(&dir, &["reload", "--config", &config_arg], &[])
-        })
-        .await
-        .expect("reload ran")
-    };
+    let reload = gatehouse_blocking(dir.path(), &["reload", "--config", &config_arg]).await;
     assert!(!reload.status.success());
     let said = text(&reload.stdout);
     assert!(
@@ -427,16 +417,7 @@ async fn an_update_the_kit_passes_is_swapped_in_under_load_and_one_it_fails_chan
         .expect("the command to run")
         .to_owned();
     let args: Vec<&str> = pinned.split_whitespace().skip(1).collect();
-    let pulled = {
-        let dir = dir.path().to_path_buf();
-        let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            gatehouse_in(&dir, &args, &[])
-        })
-        .await
-        .expect("pull ran")
-    };
+    let pulled = gatehouse_blocking(dir.path(), &args).await;
     assert!(
         pulled.status.success(),
         "{pinned}: {}",
