@@ -172,6 +172,14 @@ pub enum Refusal {
         /// Its permission bits.
         mode: u32,
     },
+    /// A shared file ([`read_protected`]) that group or others may write.
+    #[error(
+        "group or others may write it (mode {mode:04o}); `chmod go-w` it if what it holds is yours, otherwise remove it"
+    )]
+    Writable {
+        /// Its permission bits.
+        mode: u32,
+    },
     /// A file larger than its reader takes.
     #[error("it holds {len} bytes, more than the {limit} read")]
     TooLarge {
@@ -306,7 +314,49 @@ pub fn open_read(path: &Path) -> Result<File, PrivateError> {
 /// Reads the whole private file at `path` ([`open_read`]), refusing one over
 /// `limit` bytes.
 pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, PrivateError> {
-    let file = open_read(path)?;
+    read_bounded(path, open_read(path)?, limit)
+}
+
+/// Reads the whole file at `path`, refusing one over `limit` bytes, under
+/// the rules for a file this user keeps that others may read but only this
+/// user may change (a lock file checked into git, 0644): never through a
+/// symbolic link, never blocking on a FIFO, a regular file of this user's
+/// that group and others cannot write ([`Refusal::Writable`]).
+pub fn read_protected(path: &Path, limit: u64) -> Result<Vec<u8>, PrivateError> {
+    let file = os::open(path, os::Mode::Read).map_err(|error| opening(path, error))?;
+    let metadata = file.metadata().map_err(|source| PrivateError::Io {
+        path: path.to_path_buf(),
+        action: "inspect it",
+        source,
+    })?;
+    let (owner, mode) = os::owner_and_mode(&metadata);
+    // The private rules, but for the read and execute bits of group and
+    // others.
+    check_file(
+        FileKind::of(metadata.file_type()),
+        owner,
+        mode & !0o055,
+        effective_uid(),
+        Devices::Refuse,
+    )
+    .map_err(|refusal| PrivateError::Refused {
+        path: path.to_path_buf(),
+        refusal: match refusal {
+            Refusal::Loose { .. } => Refusal::Writable {
+                mode: mode & 0o7777,
+            },
+            other => other,
+        },
+    })?;
+    os::clear_nonblocking(&file).map_err(|source| PrivateError::Io {
+        path: path.to_path_buf(),
+        action: "clear O_NONBLOCK on it",
+        source,
+    })?;
+    read_bounded(path, file, limit)
+}
+
+fn read_bounded(path: &Path, file: File, limit: u64) -> Result<Vec<u8>, PrivateError> {
     let io = |source| PrivateError::Io {
         path: path.to_path_buf(),
         action: "read it",
@@ -830,6 +880,36 @@ mod tests {
 
         fn chmod(path: &Path, mode: u32) {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+
+        #[test]
+        fn a_protected_file_may_be_read_by_others_but_written_by_this_user_only() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("gatehouse.lock");
+            std::fs::write(&path, "version = 1\n").expect("write");
+            for (mode, readable) in [
+                (0o600, true),
+                (0o644, true),
+                (0o755, true),
+                (0o664, false),
+                (0o646, false),
+                (0o666, false),
+            ] {
+                chmod(&path, mode);
+                let read = read_protected(&path, 1024);
+                assert_eq!(read.is_ok(), readable, "{mode:o}: {read:?}");
+                if !readable {
+                    let text = read.expect_err("refused").to_string();
+                    assert!(text.contains("chmod go-w"), "{text}");
+                }
+            }
+            chmod(&path, 0o644);
+            let link = dir.path().join("link.lock");
+            symlink(&path, &link).expect("symlink");
+            assert!(read_protected(&link, 1024).is_err(), "never through a link");
+            assert!(read_protected(&path, 4).is_err(), "bounded");
+            // The private rule refuses what the protected one reads.
+            assert!(read(&path, 1024).is_err());
         }
 
         fn mkfifo(path: &Path) {

@@ -4,8 +4,9 @@
 //! runs exactly what is locked, from the store, without a network.
 //!
 //! It is written whole and renamed into place (a reader sees the old lock or
-//! the new one) and read under the private-file rules (this user's, no one
-//! else may read or write it).
+//! the new one). It holds no secret, so it may be checked into git beside
+//! the config: it is read if it is this user's and no one else may write it
+//! (0644 from a checkout is fine; 0664 is refused), never through a link.
 //!
 //! ```
 //! use gatehouse_registry::lock::{Lock, LockedModule};
@@ -126,12 +127,13 @@ impl Lock {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             _ => {}
         }
-        let bytes = gatehouse_base::private_fs::read(path, MAX_LOCK_BYTES).map_err(|source| {
-            LockError::File {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
+        let bytes =
+            gatehouse_base::private_fs::read_protected(path, MAX_LOCK_BYTES).map_err(|source| {
+                LockError::File {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| LockError::Parse {
             path: path.to_path_buf(),
             reason: "not UTF-8".to_owned(),
@@ -245,10 +247,13 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_lock_others_may_write_is_refused() {
+    fn a_lock_from_a_checkout_reads_and_one_others_may_write_is_refused() {
         use std::os::unix::fs::PermissionsExt as _;
         let (_dir, path) = write("version = 1\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(Lock::read(&path).expect("reads").is_some());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-        assert!(Lock::read(&path).is_err());
+        let err = Lock::read(&path).expect_err("writable by others");
+        assert!(err.to_string().contains("chmod go-w"), "{err}");
     }
 }
