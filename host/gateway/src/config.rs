@@ -196,6 +196,13 @@ impl Config {
                     problem: "a shadow module cannot be granted a model yet (its calls would spend outside the bounds on model spend); remove `model` or make it live".to_owned(),
                 });
             }
+            if module.oci.is_some() && module.sha256.is_some() {
+                return Err(ConfigError::Module {
+                    path: origin.to_path_buf(),
+                    index,
+                    problem: "`sha256` pins a file; an `oci` module runs the digest gatehouse.lock names (pin it in the reference instead: `oci = \"HOST/REPO@sha256:…\"`)".to_owned(),
+                });
+            }
             let problem = match module.source() {
                 Err(err) => err.to_string(),
                 Ok(gatehouse_core::config::ModuleSource::Oci(reference)) => {
@@ -451,6 +458,44 @@ mod tests {
         let message = error.to_string();
         assert!(message.starts_with("conf/gatehouse.toml:"), "{message}");
         assert!(message.contains("on_failure"), "{message}");
+    }
+
+    #[test]
+    fn module_entries_name_exactly_one_component_and_pin_it_their_way() {
+        for (entry, says) in [
+            ("name = \"x\"", "name the component"),
+            (
+                "path = \"a.wasm\"\noci = \"localhost:5000/a:1\"",
+                "both name the component",
+            ),
+            ("oci = \"team/guardian:1\"", "name the registry host"),
+            (
+                "oci = \"localhost:5000/a:1\"\nsha256 = \"00\"",
+                "runs the digest gatehouse.lock names",
+            ),
+            (
+                "oci = \"localhost:5000/a:1\"\nmode = \"shadow\"\nmodel = \"m\"",
+                "shadow module cannot be granted a model",
+            ),
+        ] {
+            let text = format!("[[review.modules]]\n{entry}\n");
+            let message = Config::parse(&text, Path::new("g.toml"))
+                .expect_err(says)
+                .to_string();
+            assert!(
+                message.starts_with("g.toml: review.modules[0]: ") && message.contains(says),
+                "{says}: {message}"
+            );
+        }
+        let config = Config::parse(
+            "[[review.modules]]\noci = \"localhost:5000/a:1\"\nmode = \"shadow\"\n",
+            Path::new("/etc/gatehouse/g.toml"),
+        )
+        .expect("an oci shadow module");
+        assert_eq!(
+            config.lock_path(),
+            Path::new("/etc/gatehouse/gatehouse.lock")
+        );
     }
 
     #[test]
