@@ -3,7 +3,7 @@
 //! what its lock file names. This crate holds what that needs and knows no
 //! MCP and no gateway:
 //!
-//! - [`reference`]: `HOST[:PORT]/REPO[:TAG][@sha256:…]`, the host always
+//! - [`reference`](mod@reference): `HOST[:PORT]/REPO[:TAG][@sha256:…]`, the host always
 //!   written out;
 //! - [`layout`]: the Wasm component artifact (`wkg`'s and `oras`'s layout),
 //!   and the check every pulled manifest passes;
