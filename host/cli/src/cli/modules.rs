@@ -37,8 +37,9 @@ enum ModulesCommand {
     Pull(PullArgs),
     /// Remove from the store every blob the lock file does not name.
     Gc(GcArgs),
-    /// Re-resolve the config's `oci` modules, pull what changed, prove each
-    /// candidate with the conformance kit, and only if all pass write
+    /// Re-resolve the config's `oci` modules, pull what changed, check each
+    /// candidate's signature against the `[trust]` policy and prove it with
+    /// the conformance kit, and only if all pass write
     /// `gatehouse.lock` and have every running `gatehouse serve` on the
     /// config swap to it (a validated swap: the old chain serves until the
     /// new one is ready, no review is dropped). A candidate that fails any
