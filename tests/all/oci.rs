@@ -253,6 +253,41 @@ fn manifests_outside_the_wasm_layout_and_oversized_modules_are_refused_before_an
             "{text}"
         );
         assert!(store.digests().expect("list").is_empty());
+
+        // The Wasm config and media types, but two components.
+        let doubled = reference(&server.address, "team/doubled:1");
+        let wasm = |bytes: Vec<u8>| {
+            oci_client::client::ImageLayer::new(
+                bytes,
+                gatehouse_registry::layout::LAYER_MEDIA_TYPE.to_owned(),
+                None,
+            )
+        };
+        let config = oci_client::client::Config::new(
+            br#"{"architecture":"wasm","os":"wasip2"}"#.to_vec(),
+            gatehouse_registry::layout::CONFIG_MEDIA_TYPE.to_owned(),
+            None,
+        );
+        client
+            .push(
+                &doubled.to_string().parse().expect("oci ref"),
+                &[wasm(component.clone()), wasm(b"\0asm\x0d\0\x01\0".to_vec())],
+                config,
+                &oci_client::secrets::RegistryAuth::Anonymous,
+                None,
+            )
+            .await
+            .expect("push two layers");
+        let err = registry
+            .pull(&doubled, &store)
+            .await
+            .expect_err("two layers");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&doubled.to_string()) && text.contains("2 layers"),
+            "{text}"
+        );
+        assert!(store.digests().expect("list").is_empty());
     });
 }
 
