@@ -202,7 +202,7 @@ impl<'a> Components<'a> {
         let default_name = reference
             .parse::<gatehouse_registry::ModuleRef>()
             .ok()
-            .and_then(|parsed| parsed.repository().rsplit('/').next().map(str::to_owned))
+            .map(|parsed| parsed.short_name().to_owned())
             .unwrap_or_else(|| "module".to_owned());
         Ok(Component {
             bytes,

@@ -131,6 +131,13 @@ impl ModuleRef {
         self.inner.repository()
     }
 
+    /// The repository's last component (`guardian` of `team/guardian`): a
+    /// module's name in the chain unless its entry gives one.
+    pub fn short_name(&self) -> &str {
+        let repository = self.repository();
+        repository.rsplit('/').next().unwrap_or(repository)
+    }
+
     /// The tag: as written, or `latest` when neither tag nor digest was
     /// (as everywhere).
     pub fn tag(&self) -> Option<&str> {
@@ -241,6 +248,10 @@ mod tests {
             assert_eq!(parsed.registry(), registry);
             assert_eq!(parsed.repository(), repo);
             assert_eq!(parsed.tag(), tag);
+            assert_eq!(
+                parsed.short_name(),
+                repo.rsplit('/').next().expect("a name")
+            );
             assert_eq!(parsed.digest().is_some(), digest);
             let shown = parsed.to_string();
             assert!(shown.starts_with(text), "{shown}");

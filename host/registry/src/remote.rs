@@ -445,7 +445,9 @@ impl Registry {
         // change what the manifest named.
         let pinned = reference.pinned(&manifest_digest);
         for (what, blob) in [("config", &checked.config), ("component", &checked.layer)] {
-            if store.contains(&blob.digest) && store.get(&blob.digest).is_ok() {
+            // Already there and whole (a read verifies, and drops a
+            // corrupted entry so it is fetched again).
+            if store.get(&blob.digest).is_ok() {
                 continue;
             }
             let bytes = self.blob(&client, &pinned, what, blob).await?;

@@ -203,12 +203,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
     let mut oci = Vec::new();
     for text in &args.modules {
         let reference: gatehouse_registry::ModuleRef = text.parse()?;
-        let name = reference
-            .repository()
-            .rsplit('/')
-            .next()
-            .unwrap_or("module")
-            .to_owned();
+        let name = reference.short_name().to_owned();
         oci.push(OciModule {
             name,
             reference,
