@@ -122,20 +122,11 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         }
         ReadError::Read { .. } => anyhow::Error::new(error),
     };
-    if let Some(module) = &args.compare {
-        let reader = read::open(&path).map_err(opened)?;
-        return match compare(reader, &path, &filter, module, args.format) {
-            Ok(()) => Ok(ExitCode::SUCCESS),
-            Err(Failed::Output(error)) if error.kind() == io::ErrorKind::BrokenPipe => {
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(Failed::Output(error)) => Err(anyhow::Error::new(error).context("cannot print")),
-            Err(Failed::Read(error)) => Err(error.into()),
-            Err(Failed::Setup(error)) => Err(error.into()),
-        };
-    }
     let mut printer = Printer::new(args.format, args.stats);
-    let written = if args.follow {
+    let written = if let Some(module) = &args.compare {
+        let reader = read::open(&path).map_err(opened)?;
+        compare(reader, &path, &filter, module, args.format)
+    } else if args.follow {
         let tail = AuditTail::open(&path).map_err(opened)?;
         follow(tail, &filter, &mut printer)
     } else {
@@ -778,6 +769,9 @@ fn compare(
         }
     }
     out.flush()?;
+    if let Some(incomplete) = reader.finish() {
+        unreadable.add(incomplete);
+    }
     report(path, &unreadable);
     Ok(())
 }
