@@ -41,3 +41,4 @@ mod serve_control;
 mod shadow;
 mod templates;
 mod untrusted_text;
+mod waiting;

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::http_gateway::{HttpGateway, reload};
 use crate::paths::{demo_server, existing, target};
 use crate::tool_result::result_text as text;
+use crate::waiting::wait_for;
 
 /// demo-server `git` reviewed by the guardian, audited to `audit.jsonl`.
 fn config(dir: &Path) -> PathBuf {
@@ -102,14 +103,6 @@ async fn delete(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, br
         "{}",
         text(&result)
     );
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,6 @@
 //! answer up, and `gatehouse audit --compare` reports where they disagreed.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
@@ -12,6 +11,7 @@ use serde_json::{Value, json};
 use crate::http_gateway::HttpGateway;
 use crate::paths;
 use crate::tool_result::result_text;
+use crate::waiting::wait_for;
 
 /// demo-server `git`, the guardian live, and `shadow` (TOML of one
 /// `[[review.modules]]` entry) beside it; audited to `audit.jsonl`.
@@ -65,14 +65,6 @@ async fn delete(
         .await
         .expect("call");
     result_text(&result)
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
