@@ -144,21 +144,24 @@ impl<'a> Components<'a> {
     fn locked(&mut self, index: usize, reference: &str) -> Result<Component, ComponentError> {
         let shown = gatehouse_base::escape::escape(reference).into_owned();
         let config_path = self.config.origin.clone();
-        if self.opened.is_none() {
-            let lock = Lock::read(&self.config.lock_path())?;
-            let store =
-                Store::open(self.config.store_dir()).map_err(|source| ComponentError::Store {
-                    index,
-                    reference: shown.clone(),
-                    pinned: shown.clone(),
-                    config: config_path.clone(),
-                    source: Box::new(source),
+        let (lock, store) = match &mut self.opened {
+            Some(opened) => &*opened,
+            None => {
+                let lock = Lock::read(&self.config.lock_path())?;
+                let store = Store::open(self.config.store_dir()).map_err(|source| {
+                    ComponentError::Store {
+                        index,
+                        reference: shown.clone(),
+                        pinned: shown.clone(),
+                        config: config_path.clone(),
+                        source: Box::new(source),
+                    }
                 })?;
-            self.opened = Some((lock, store));
-        }
-        let Some((lock, store)) = &self.opened else {
-            unreachable!("opened above")
+                &*self.opened.insert((lock, store))
+            }
         };
+        // The config checked the reference when it was read.
+        let parsed = reference.parse::<gatehouse_registry::ModuleRef>().ok();
         let Some(entry) = lock.as_ref().and_then(|lock| lock.find(reference)) else {
             return Err(ComponentError::NotLocked {
                 index,
@@ -167,13 +170,13 @@ impl<'a> Components<'a> {
                 config: config_path,
             });
         };
-        let pinned = match reference.parse::<gatehouse_registry::ModuleRef>() {
-            Ok(parsed) => {
+        let pinned = parsed.as_ref().map_or_else(
+            || shown.clone(),
+            |parsed| {
                 gatehouse_base::escape::escape(&parsed.pinned(&entry.manifest).to_string())
                     .into_owned()
-            }
-            Err(_) => shown.clone(),
-        };
+            },
+        );
         let store_error = |source| ComponentError::Store {
             index,
             reference: shown.clone(),
@@ -199,11 +202,10 @@ impl<'a> Components<'a> {
             });
         }
         let bytes = store.get(&entry.component).map_err(store_error)?;
-        let default_name = reference
-            .parse::<gatehouse_registry::ModuleRef>()
-            .ok()
-            .map(|parsed| parsed.short_name().to_owned())
-            .unwrap_or_else(|| "module".to_owned());
+        let default_name = parsed
+            .as_ref()
+            .map_or("module", |parsed| parsed.short_name())
+            .to_owned();
         Ok(Component {
             bytes,
             source: format!("{shown}@{}", entry.manifest),

@@ -343,9 +343,9 @@ pub fn check_candidates(
     old: Option<&Lock>,
 ) -> anyhow::Result<Result<Vec<Candidate>, Vec<String>>> {
     use gatehouse_core::config::ModuleSource;
-    let registry = Registry::new(config.registry.access(config.base_dir()))?;
-    let store = Store::open(config.store_dir())?
-        .with_max_blob_bytes(config.registry.access(config.base_dir()).max_module_bytes());
+    let access = config.registry.access(config.base_dir());
+    let store = Store::open(config.store_dir())?.with_max_blob_bytes(access.max_module_bytes());
+    let registry = Registry::new(access)?;
     let policy = config.trust.policy(config.base_dir())?;
     let runtime = runtime()?;
     let mut candidates = Vec::new();
