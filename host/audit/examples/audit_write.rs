@@ -17,6 +17,7 @@ use serde_json::json;
 
 fn record(id: u64) -> AuditRecord {
     AuditRecord {
+        person: None,
         time: now_rfc3339(),
         server: "git".to_owned(),
         request_id: json!(id),

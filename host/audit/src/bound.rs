@@ -296,6 +296,7 @@ mod tests {
 
     fn record() -> AuditRecord {
         AuditRecord {
+            person: None,
             time: "2026-05-01T10:00:00.000001Z".to_owned(),
             server: "git".to_owned(),
             request_id: json!(7),

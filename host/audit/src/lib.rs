@@ -176,6 +176,23 @@ pub struct ClientName {
     pub version: String,
 }
 
+/// The channel through which the person answered (`person` in an audit
+/// line whose `decided_by` is `person`), so that a human's answer in the
+/// console and a client's answer (which may be automatic: `codex exec`
+/// declines, `claude -p` cancels) can be told apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "channel", rename_all = "lowercase")]
+pub enum PersonChannel {
+    /// The upstream client of the session answered (it is the record's
+    /// `client`, with its name and version).
+    Client,
+    /// A person answered in the approvals console.
+    Console {
+        /// The console session that answered.
+        session: String,
+    },
+}
+
 /// One audit line ([`read`] reads them back). Written with its fields in
 /// the order the [module docs](self) give, `action` (derived from `answer`)
 /// after `decided_by`; read back by name, `action` ignored.
@@ -204,6 +221,9 @@ pub struct AuditRecord {
     /// whose session the question was tied to.
     #[serde(default)]
     pub client: Option<ClientName>,
+    /// How the person answered, when `decided_by` is `person`.
+    #[serde(default)]
+    pub person: Option<PersonChannel>,
     /// `form`, `url`, or `invalid`.
     pub mode: String,
     /// Who decided.
@@ -228,7 +248,8 @@ impl Serialize for AuditRecord {
             + usize::from(self.session.is_some())
             + usize::from(self.turn.is_some())
             + usize::from(self.instance.is_some())
-            + usize::from(self.client.is_some());
+            + usize::from(self.client.is_some())
+            + usize::from(self.person.is_some());
         let mut record = serializer.serialize_struct("AuditRecord", fields)?;
         record.serialize_field("time", &self.time)?;
         record.serialize_field("server", &self.server)?;
@@ -251,6 +272,10 @@ impl Serialize for AuditRecord {
         match &self.client {
             Some(client) => record.serialize_field("client", client)?,
             None => record.skip_field("client")?,
+        }
+        match &self.person {
+            Some(person) => record.serialize_field("person", person)?,
+            None => record.skip_field("person")?,
         }
         record.serialize_field("reason", &self.reason)?;
         record.serialize_field("latency_us", &self.latency_us)?;
@@ -994,6 +1019,7 @@ mod tests {
 
     fn record(id: u64) -> AuditRecord {
         AuditRecord {
+            person: None,
             time: now_rfc3339(),
             server: "git".to_owned(),
             request_id: json!(id),

@@ -1129,6 +1129,7 @@ mod tests {
 
     fn record(server: &str, by: DecidedBy, latency_us: u64) -> AuditRecord {
         AuditRecord {
+            person: None,
             time: now_rfc3339(),
             server: server.to_owned(),
             request_id: json!(1),

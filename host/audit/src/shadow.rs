@@ -104,6 +104,7 @@ impl ShadowRecord {
             turn: None,
             instance: self.instance.clone(),
             client: None,
+            person: None,
             mode: self.mode.clone(),
             decided_by: self.decided_by,
             reason: self.live.clone(),

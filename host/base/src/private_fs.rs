@@ -246,6 +246,18 @@ impl PrivateError {
     }
 }
 
+/// Whether the peer of a local socket may talk to this process: only its
+/// own user (the control sockets, the console's socket). `peer` is the
+/// peer's uid (`SO_PEERCRED`), `None` when its credentials could not be read
+/// (refused too); `own` is this process's effective uid.
+pub fn peer_allowed(peer: Option<u32>, own: u32) -> Result<(), String> {
+    match peer {
+        Some(uid) if uid == own => Ok(()),
+        Some(uid) => Err(format!("refused: uid {uid} is not this server's uid {own}")),
+        None => Err("refused: the peer's credentials cannot be read".to_owned()),
+    }
+}
+
 /// The effective uid of this process: the owner every private file and
 /// directory must have (0 where there are no uids).
 pub fn effective_uid() -> u32 {

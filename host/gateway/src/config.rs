@@ -149,6 +149,11 @@ pub struct Config {
     /// ([`gatehouse_registry::trust`]).
     #[serde(default)]
     pub trust: gatehouse_registry::trust::TrustConfig,
+    /// The `[console]` section: the approvals console
+    /// ([`gatehouse_console::config`]). Present, it sends the questions
+    /// `[elicitations] person` routes to the console there.
+    #[serde(default)]
+    pub console: Option<gatehouse_console::config::ConsoleConfig>,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,
@@ -444,6 +449,12 @@ impl Config {
     /// private directory as the control socket).
     pub fn token_file(&self) -> PathBuf {
         self.base_dir().join(".gatehouse/token")
+    }
+
+    /// The approvals console's socket, which every instance serving this
+    /// config attaches to (`.gatehouse/console.sock` beside this file).
+    pub fn console_socket(&self) -> PathBuf {
+        self.base_dir().join(".gatehouse/console.sock")
     }
 }
 

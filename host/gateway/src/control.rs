@@ -153,15 +153,7 @@ pub enum ControlError {
     },
 }
 
-/// Whether a peer may use the control socket: only the server's own user.
-/// `peer` is `None` when its credentials could not be read (refused too).
-pub fn peer_allowed(peer: Option<u32>, own: u32) -> Result<(), String> {
-    match peer {
-        Some(uid) if uid == own => Ok(()),
-        Some(uid) => Err(format!("refused: uid {uid} is not this server's uid {own}")),
-        None => Err("refused: the peer's credentials cannot be read".to_owned()),
-    }
-}
+pub use gatehouse_base::private_fs::peer_allowed;
 
 /// Binds the control socket at `path`: its directory a private directory
 /// ([`private_fs::private_dir`]: this user's, 0700, created so if missing,

@@ -4,6 +4,7 @@
 mod audit;
 mod bench;
 mod conformance;
+mod console;
 mod demo;
 mod init;
 mod inspect;
@@ -43,6 +44,7 @@ enum Command {
     Inspect(inspect::InspectArgs),
     Conformance(conformance::ConformanceArgs),
     Serve(serve::ServeArgs),
+    Console(console::ConsoleArgs),
     Demo(demo::DemoArgs),
     Reload(reload::ReloadArgs),
     Bench(bench::BenchArgs),
@@ -105,6 +107,7 @@ impl Cli {
             Command::Review(_)
             | Command::Inspect(_)
             | Command::Serve(_)
+            | Command::Console(_)
             | Command::Reload(_)
             | Command::Plugins(_)
             | Command::New(_)
@@ -125,6 +128,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Console(args) => console::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Reload(args) => reload::run(args),
         Command::Bench(args) => bench::run(args),

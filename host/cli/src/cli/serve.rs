@@ -37,6 +37,11 @@ pub struct ServeArgs {
     /// an address other than loopback).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
+    /// Host the approvals console too, on ADDR (else `[console] listen`),
+    /// unless one already runs for this config: then this instance attaches
+    /// to it like the others (see `gatehouse console`).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+    console: Option<String>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -107,6 +112,32 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         )
         .with_model_reviews(limits.model_reviews() as usize),
     );
+    // The approvals console: this instance attaches to the config's console
+    // (hosting it first with --console, unless one runs already).
+    let hosted = match &args.console {
+        Some(listen) => {
+            let listen = Some(listen.as_str()).filter(|listen| !listen.is_empty());
+            match super::console::start(&config, listen).await {
+                Ok(running) => Some(running),
+                Err(error) => match error.downcast_ref::<gatehouse_console::ConsoleError>() {
+                    Some(gatehouse_console::ConsoleError::Socket(
+                        gatehouse_console::socket::SocketError::AlreadyRunning { .. },
+                    )) => {
+                        tracing::info!("a console already runs for this config; attaching to it");
+                        None
+                    }
+                    _ => return Err(error),
+                },
+            }
+        }
+        None => None,
+    };
+    if config.console.is_some() || args.console.is_some() {
+        router.set_console(Arc::new(gatehouse_console::link::Link::new(
+            config.console_socket(),
+            instance.clone(),
+        )));
+    }
     let kit = if config.review.verify_contract {
         // The same cache as the sandbox: a module is compiled once, not
         // once more for each of the kit's two sandboxes.
@@ -235,6 +266,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!("calls still in flight after 2 s; stopping their servers anyway");
     }
     drop(mcp);
+    if let Some(console) = hosted {
+        console.stop();
+        console.stopped().await;
+    }
     served.map(|()| ExitCode::SUCCESS)
 }
 
@@ -504,11 +539,11 @@ async fn serve_http(
 /// SIGINT or SIGTERM, listened for from the start of `serve`: one that
 /// arrives at any moment after (between two waits, say) is never lost.
 #[derive(Clone)]
-struct Stop(tokio::sync::watch::Receiver<bool>);
+pub(super) struct Stop(tokio::sync::watch::Receiver<bool>);
 
 impl Stop {
     /// Starts listening. Call inside the runtime, first thing.
-    fn listen() -> anyhow::Result<Stop> {
+    pub(super) fn listen() -> anyhow::Result<Stop> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         #[cfg(unix)]
         {
@@ -540,7 +575,7 @@ impl Stop {
     }
 
     /// Resolves when a signal came (at once if one already did).
-    async fn requested_now(mut self) {
+    pub(super) async fn requested_now(mut self) {
         if self.0.wait_for(|stopped| *stopped).await.is_err() {
             // The listener is gone: no signal will ever come.
             std::future::pending::<()>().await;

@@ -52,6 +52,7 @@ fn record(
     latency_us: u64,
 ) -> AuditRecord {
     AuditRecord {
+        person: None,
         time,
         server: server.to_owned(),
         request_id: json!(id),

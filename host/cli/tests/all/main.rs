@@ -25,6 +25,8 @@ mod client_lifecycle;
 mod clients;
 mod codex_parity;
 mod compile_cache;
+mod console;
+mod console_support;
 mod discovery;
 mod faults;
 mod gateway;

@@ -35,7 +35,7 @@ pub use person::{CALL_ENDED_REASON, NoAnswer, NoPerson, NotAsked, Person, SERVER
 pub use policy::{ROUTER_STEP, Routed, STRICT_KEY, UNMATCHED_HEADLINE};
 pub use settings::{
     DEFAULT_MAX_IN_FLIGHT_PER_SERVER, DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,
-    DEFAULT_MAX_MODEL_REVIEWS_PER_SERVER_PER_MINUTE, Effective, ElicitationSettings,
+    DEFAULT_MAX_MODEL_REVIEWS_PER_SERVER_PER_MINUTE, Effective, ElicitationSettings, PersonRoute,
     ServerOverrides, Unhandled,
 };
 pub use spend::SERVER_WINDOW;
@@ -107,6 +107,8 @@ pub struct Router {
     settings: ArcSwap<ElicitationSettings>,
     audit: Arc<AuditLog>,
     person: Arc<dyn Person>,
+    /// The approvals console, when `[console]` is configured.
+    console: OnceLock<Arc<gatehouse_console::link::Link>>,
     catalog: OnceLock<CatalogSource>,
     calls: OnceLock<Arc<Calls>>,
     reviews: admission::Admission,
@@ -183,6 +185,7 @@ impl Router {
             settings: ArcSwap::from_pointee(settings),
             audit,
             person,
+            console: OnceLock::new(),
             catalog: OnceLock::new(),
             calls: OnceLock::new(),
             reviews: admission::Admission::new(concurrent_reviews),
@@ -238,6 +241,12 @@ impl Router {
             }
             None => (None, Related::Unknown),
         }
+    }
+
+    /// The approvals console, set once (`[console]` configured): questions
+    /// `[elicitations] person` routes to it are put there.
+    pub fn set_console(&self, console: Arc<gatehouse_console::link::Link>) {
+        let _ = self.console.set(console);
     }
 
     /// Replaces the chain: reviews in flight finish on the old one.
@@ -362,6 +371,7 @@ impl Router {
                 .as_ref()
                 .and_then(Binding::session)
                 .and_then(|session| self.person.client(session)),
+            person: decided.person,
             mode,
             decided_by: decided.by,
             reason: decided.reason,
@@ -492,8 +502,16 @@ impl Router {
             Route::Person { why } => {
                 let request =
                     self.review_request(elicitation, params, &settings, tie.binding, related);
-                self.ask_person(&all, elicitation, &request, tie, Vec::new(), why)
-                    .await
+                self.ask_person(
+                    &all,
+                    elicitation,
+                    &request,
+                    tie,
+                    related.map(|c| &**c),
+                    Vec::new(),
+                    why,
+                )
+                .await
             }
             Route::Chain => {
                 let request = Arc::new(self.review_request(
@@ -516,8 +534,16 @@ impl Router {
                 {
                     Ok(Ok(decided)) | Err(decided) => decided,
                     Ok(Err((steps, why))) => {
-                        self.ask_person(&all, elicitation, &request, tie, steps, why)
-                            .await
+                        self.ask_person(
+                            &all,
+                            elicitation,
+                            &request,
+                            tie,
+                            related.map(|c| &**c),
+                            steps,
+                            why,
+                        )
+                        .await
                     }
                 }
             }
@@ -734,6 +760,7 @@ impl Router {
         elicitation: &IncomingElicitation,
         request: &ReviewRequest,
         tie: Tie<'_>,
+        call: Option<&UpstreamCall>,
         steps: Vec<AuditStep>,
         why: &str,
     ) -> Decided {
@@ -741,10 +768,15 @@ impl Router {
             elicitation,
             request,
             tie,
+            call,
             steps,
             why,
         };
-        person::ask(&*self.person, &self.pending, settings, question).await
+        let channels = person::Channels {
+            client: &*self.person,
+            console: self.console.get(),
+        };
+        person::ask(channels, &self.pending, settings, question).await
     }
 }
 
@@ -833,6 +865,7 @@ impl ElicitationHandler for Router {
     /// "always"` the write runs on a blocking thread, as the router's own.
     fn refused(&self, refused: Refused) {
         let record = AuditRecord {
+            person: None,
             time: now_rfc3339(),
             server: refused.server.clone(),
             request_id: serde_json::to_value(&refused.request_id).unwrap_or(Value::Null),

@@ -12,11 +12,15 @@ use rmcp::model::{ElicitResult, ErrorData};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
 use super::pending::Pending;
 use super::policy::{Decided, unhandled};
-use super::settings::{ElicitationSettings, Unhandled};
-use crate::calls::{Binding, SessionId};
-use gatehouse_audit::{AuditStep, ClientName, DecidedBy};
+use super::settings::{ElicitationSettings, PersonRoute, Unhandled};
+use crate::calls::{Binding, SessionId, UpstreamCall};
+use gatehouse_audit::{AuditStep, ClientName, DecidedBy, PersonChannel};
+use gatehouse_console::link::Link;
+use gatehouse_console::question as console;
 use gatehouse_core::answer::{Action, ElicitAnswer};
 use gatehouse_core::elicitation::{Elicitation, ElicitationParams};
 use gatehouse_core::request::ReviewRequest;
@@ -70,6 +74,10 @@ pub enum NoAnswer {
     /// The client answered with an error, or its answer could not be read.
     #[error("the upstream client failed: {0}")]
     ClientFailed(String),
+    /// The approvals console went away, refused the question, or is not
+    /// running.
+    #[error("the console gave no answer: {0}")]
+    Console(String),
     /// The question rode in the result of an upstream request (protocol
     /// 2026-07-28), and that request's client did not come back with an
     /// answer before the request ended or was given up.
@@ -147,16 +155,32 @@ pub(super) struct Question<'a> {
     pub(super) request: &'a ReviewRequest,
     /// What ties it to others.
     pub(super) tie: Tie<'a>,
+    /// The agent's call it belongs to, when one is known.
+    pub(super) call: Option<&'a UpstreamCall>,
     /// The modules' steps so far, for the audit line.
     pub(super) steps: Vec<AuditStep>,
     /// Why the person is asked, for the audit line.
     pub(super) why: &'a str,
 }
 
-/// Asks `person` and waits for the answer, with the question registered in
-/// `pending` for as long as it waits.
+/// Who can put a question to the person: the upstream client (through
+/// the [`Person`]) and, when one is configured, the approvals console.
+#[derive(Clone, Copy)]
+pub(super) struct Channels<'a> {
+    /// The upstream clients.
+    pub(super) client: &'a dyn Person,
+    /// The console, when `[console]` is configured.
+    pub(super) console: Option<&'a Arc<Link>>,
+}
+
+/// The person's answer and how it came.
+type Asking = BoxFuture<'static, Result<(ElicitResult, PersonChannel), NoAnswer>>;
+
+/// Asks the person through the channel `[elicitations] person` names (see
+/// [`PersonRoute`]) and waits for the answer, with the question registered
+/// in `pending` for as long as it waits.
 pub(super) async fn ask(
-    person: &dyn Person,
+    channels: Channels<'_>,
     pending: &Pending,
     settings: &ElicitationSettings,
     question: Question<'_>,
@@ -165,31 +189,98 @@ pub(super) async fn ask(
         elicitation,
         request,
         tie: Tie { replaced, binding },
+        call,
         steps,
         why,
     } = question;
     let replaced = replaced.unwrap_or_default();
-    // The person is whoever made the request the server is answering;
-    // an elicitation that cannot be tied to one session is shown to nobody.
-    let session = match binding {
-        None => None,
+    let route = settings.for_server(&elicitation.server).person;
+    // The person is whoever made the request the server is answering; an
+    // elicitation that cannot be tied to one session is shown to no client
+    // (the console, which answers for no session, may still show it).
+    let (session, unbound) = match binding {
+        None => (None, None),
         Some(binding) => match binding.session() {
-            Some(session) => Some(session),
-            None => {
-                let why_unbound = binding.why_unbound().unwrap_or_default();
-                return unhandled(
-                    settings.on_unhandled,
-                    format!("{why}; {why_unbound}"),
-                    steps,
-                );
-            }
+            Some(session) => (Some(session), None),
+            None => (None, Some(binding.why_unbound().unwrap_or_default())),
         },
     };
-    let asking = match person.ask(elicitation, session) {
-        Ok(asking) => asking,
-        Err(not_asked) => {
-            return unhandled(settings.on_unhandled, format!("{why}; {not_asked}"), steps);
+    let to_console = |because: Option<String>| -> Result<Asking, Decided> {
+        let Some(console) = channels.console else {
+            let mut reason = format!("{why}; ");
+            if let Some(because) = &because {
+                reason.push_str(because);
+                reason.push_str("; ");
+            }
+            reason.push_str(&format!(
+                "person = \"{}\" but no console is configured ([console] in gatehouse.toml)",
+                route.name()
+            ));
+            return Err(unhandled(settings.on_unhandled, reason, steps.clone()));
+        };
+        let shown = console_question(
+            channels.client,
+            elicitation,
+            request,
+            session,
+            call,
+            &steps,
+            why,
+            settings,
+        );
+        let console = console.clone();
+        Ok(Box::pin(async move {
+            let answered = console
+                .ask(shown)
+                .await
+                .map_err(|error| NoAnswer::Console(error.to_string()))?;
+            let result = console_result(&answered.reply)?;
+            Ok((
+                result,
+                PersonChannel::Console {
+                    session: answered.session,
+                },
+            ))
+        }))
+    };
+    let asking: Result<Asking, Decided> = match (route, unbound.clone()) {
+        (PersonRoute::Console, _) | (PersonRoute::ClientThenConsole, Some(_)) => {
+            to_console(unbound)
         }
+        (PersonRoute::Client, Some(why_unbound)) => {
+            return unhandled(
+                settings.on_unhandled,
+                format!("{why}; {why_unbound}"),
+                steps,
+            );
+        }
+        (PersonRoute::Client | PersonRoute::ClientThenConsole, None) => {
+            match channels.client.ask(elicitation, session) {
+                Ok(asking) => Ok(Box::pin(async move {
+                    asking.await.map(|result| (result, PersonChannel::Client))
+                })),
+                Err(not_asked) => {
+                    // A client that cannot show this mode is passed over for
+                    // the console even under `client`; under
+                    // `client-then-console`, every client that cannot be asked.
+                    let passed_over = route == PersonRoute::ClientThenConsole
+                        || matches!(not_asked, NotAsked::ModeNotDeclared(_));
+                    if passed_over && channels.console.is_some() {
+                        to_console(Some(not_asked.to_string()))
+                    } else {
+                        return unhandled(
+                            settings.on_unhandled,
+                            format!("{why}; {not_asked}"),
+                            steps,
+                        );
+                    }
+                }
+            }
+        }
+    };
+    let asking = match asking {
+        Ok(asking) => asking,
+        Err(decided) => return decided,
     };
     // Duplicate ids are settled on arrival (`Router::route`); here every
     // waiting elicitation just needs its own entry, for shutdown and
@@ -212,6 +303,7 @@ pub(super) async fn ask(
         by: DecidedBy::Person,
         reason: reason.to_owned(),
         steps,
+        person: None,
     };
     // Biased: an answer (or the client having gone) that is ready wins over
     // a shutdown cancel that came after it.
@@ -241,11 +333,85 @@ pub(super) async fn ask(
     };
     drop(entry);
     match answered {
-        Ok(result) => checked(&result, request.params(), settings.on_unhandled, why, steps),
-        // The person's client went away or failed: nobody decided, so the
-        // server hears `on_unhandled`, and the audit line says why.
+        Ok((result, channel)) => {
+            let mut decided = checked(&result, request.params(), settings.on_unhandled, why, steps);
+            if decided.by == DecidedBy::Person {
+                decided.person = Some(channel);
+            }
+            decided
+        }
+        // The person's client (or the console) went away or failed: nobody
+        // decided, so the server hears `on_unhandled`, and the audit line
+        // says why.
         Err(no_answer) => unhandled(settings.on_unhandled, format!("{why}; {no_answer}"), steps),
     }
+}
+
+/// The question as the console shows it.
+#[allow(clippy::too_many_arguments)]
+fn console_question(
+    client: &dyn Person,
+    elicitation: &IncomingElicitation,
+    request: &ReviewRequest,
+    session: Option<SessionId>,
+    call: Option<&UpstreamCall>,
+    steps: &[AuditStep],
+    why: &str,
+    settings: &ElicitationSettings,
+) -> console::Question {
+    let ask = match &request.params().elicitation {
+        Elicitation::Form {
+            message,
+            requested_schema,
+        } => console::Ask::Form {
+            message: message.clone(),
+            requested_schema: requested_schema.clone(),
+        },
+        Elicitation::Url { message, url, .. } => console::Ask::Url {
+            message: message.clone(),
+            url: url.clone(),
+        },
+    };
+    console::Question {
+        server: elicitation.server.clone(),
+        ask,
+        session: session.map(SessionId::get),
+        client: session
+            .and_then(|session| client.client(session))
+            .map(|name| console::ClientLabel {
+                name: name.name,
+                version: name.version,
+            }),
+        call: call.map(|call| console::CallLabel {
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }),
+        verdicts: steps
+            .iter()
+            .map(|step| console::ModuleVerdict {
+                module: step.module.clone(),
+                outcome: step.outcome.clone(),
+                rationale: step.rationale.clone(),
+                risk: step
+                    .risk
+                    .and_then(|risk| serde_json::to_value(risk).ok())
+                    .and_then(|risk| risk.as_str().map(str::to_owned)),
+            })
+            .collect(),
+        why: why.to_owned(),
+        timeout_ms: u64::try_from(settings.person_timeout().as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The console's reply as an `ElicitResult` (checked against the schema
+/// again by [`checked`]).
+fn console_result(reply: &console::Reply) -> Result<ElicitResult, NoAnswer> {
+    let mut wire = serde_json::json!({ "action": reply.action.name() });
+    if let Some(content) = &reply.content {
+        wire["content"] = Value::Object(content.clone());
+    }
+    serde_json::from_value(wire)
+        .map_err(|error| NoAnswer::Console(format!("the console's answer is malformed: {error}")))
 }
 
 /// Why the gateway gave up the call `binding` names, if it did.
@@ -292,6 +458,7 @@ fn checked(
         }
     }
     Decided {
+        person: None,
         answer: Ok(answer),
         by: DecidedBy::Person,
         reason: why.to_owned(),

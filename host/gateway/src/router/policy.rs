@@ -82,12 +82,15 @@ pub(super) struct Decided {
     pub(super) reason: String,
     /// The modules' part in it.
     pub(super) steps: Vec<AuditStep>,
+    /// How the person answered, when they decided.
+    pub(super) person: Option<gatehouse_audit::PersonChannel>,
 }
 
 impl Decided {
     /// An answer with no module steps.
     pub(super) fn new(answer: ElicitAnswer, by: DecidedBy, reason: impl Into<String>) -> Self {
         Decided {
+            person: None,
             answer: Ok(answer),
             by,
             reason: reason.into(),
@@ -142,6 +145,7 @@ impl Decided {
         })
         .unwrap_or_else(ElicitAnswer::plain_decline);
         Decided {
+            person: None,
             answer: Ok(answer),
             by: DecidedBy::Policy,
             reason: format!("model review refused: {why}"),
@@ -162,6 +166,7 @@ impl Decided {
     /// Params MCP forbids: a -32602 error naming the field.
     pub(super) fn invalid_params(error: &ParamsError) -> Self {
         Decided {
+            person: None,
             answer: Err(ErrorData::invalid_params(error.to_string(), None)),
             by: DecidedBy::Policy,
             reason: "invalid params".to_owned(),
@@ -426,12 +431,14 @@ pub(super) fn after_chain(report: &ChainReport) -> AfterChain {
     let steps = audit_steps(report);
     match (&report.verdict, report.answer()) {
         (Verdict::Decided { .. }, Some(answer)) => AfterChain::Answered(Decided {
+            person: None,
             answer: Ok(answer),
             by: DecidedBy::Guest,
             reason: "decided by the chain".to_owned(),
             steps,
         }),
         (Verdict::Failed { .. }, Some(answer)) => AfterChain::Answered(Decided {
+            person: None,
             answer: Ok(answer),
             by: DecidedBy::Failure,
             reason: failure_reason(report),
@@ -461,12 +468,14 @@ pub(super) fn strict(report: &ChainReport) -> Decided {
     };
     match report.answer() {
         Some(answer) if canonical => Decided {
+            person: None,
             answer: Ok(answer),
             by: DecidedBy::Guest,
             reason: "strict review".to_owned(),
             steps,
         },
         _ => Decided {
+            person: None,
             answer: Ok(strict_decline()),
             by: DecidedBy::Failure,
             reason: "strict review without a canonical answer".to_owned(),
@@ -483,6 +492,7 @@ pub(super) fn unhandled(on_unhandled: Unhandled, reason: String, steps: Vec<Audi
         Unhandled::Cancel => ElicitAnswer::cancel(),
     };
     Decided {
+        person: None,
         answer: Ok(answer),
         by: DecidedBy::Unhandled,
         reason,

@@ -8,6 +8,7 @@
 //! approvals_reviewer = "auto_review" # or "user": the person answers (strict review excepted)
 //! on_unhandled = "decline"          # what no module and no person decided: decline | cancel
 //! person_timeout_sec = 300          # then the elicitation is cancelled
+//! person = "client"                 # who puts the question to the person: client | console | client-then-console
 //! max_in_flight_per_server = 256    # more at once from one server are declined at once
 //! max_model_reviews_per_call = 4    # model-reviewed elicitations one agent call may cause
 //! max_model_reviews_per_server_per_minute = 60
@@ -40,6 +41,40 @@ pub enum Unhandled {
     Cancel,
 }
 
+/// Where a question for the person goes (`[elicitations] person`, and per
+/// server).
+///
+/// The console is the approvals console (`[console]`, `gatehouse console`):
+/// without one configured, a question routed to it is answered
+/// `on_unhandled`, audited with why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PersonRoute {
+    /// The upstream client of the session that made the call (the
+    /// default). A client that declared no elicitation support for the
+    /// question's mode is passed over for the console, when one is
+    /// configured.
+    #[default]
+    Client,
+    /// The console, always: for clients that answer by themselves
+    /// (`codex exec` declines, `claude -p` cancels) or run unattended.
+    Console,
+    /// The client when it can be asked (a session to ask, the mode
+    /// declared, room for another question); the console otherwise.
+    ClientThenConsole,
+}
+
+impl PersonRoute {
+    /// Its name in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            PersonRoute::Client => "client",
+            PersonRoute::Console => "console",
+            PersonRoute::ClientThenConsole => "client-then-console",
+        }
+    }
+}
+
 /// Per-server overrides; unset fields inherit.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,6 +87,8 @@ pub struct ServerOverrides {
     pub approvals_reviewer: Option<ApprovalsReviewer>,
     /// Whether this server's permission profile auto-approves prompts.
     pub auto_approve_prompts: Option<bool>,
+    /// Where this server's questions for the person go.
+    pub person: Option<PersonRoute>,
 }
 
 /// The `[elicitations]` section.
@@ -70,6 +107,8 @@ pub struct ElicitationSettings {
     pub on_unhandled: Unhandled,
     /// How long the person has, in seconds.
     pub person_timeout_sec: f64,
+    /// Where questions for the person go.
+    pub person: PersonRoute,
     /// How many elicitations one server may have in flight (in review or
     /// waiting for the person); more are declined at once, unreviewed, and
     /// audited. Bounds the memory a flooding server can take and keeps it
@@ -105,6 +144,7 @@ impl Default for ElicitationSettings {
             auto_approve_prompts: false,
             on_unhandled: Unhandled::Decline,
             person_timeout_sec: 300.0,
+            person: PersonRoute::Client,
             max_in_flight_per_server: DEFAULT_MAX_IN_FLIGHT_PER_SERVER,
             max_model_reviews_per_call: DEFAULT_MAX_MODEL_REVIEWS_PER_CALL,
             max_model_reviews_per_server_per_minute:
@@ -146,6 +186,8 @@ pub struct Effective {
     pub server_reviewer: Option<ApprovalsReviewer>,
     /// Whether prompts are auto-approved.
     pub auto_approve_prompts: bool,
+    /// Where questions for the person go.
+    pub person: PersonRoute,
 }
 
 impl Effective {
@@ -199,6 +241,7 @@ impl ElicitationSettings {
             auto_approve_prompts: overrides
                 .auto_approve_prompts
                 .unwrap_or(self.auto_approve_prompts),
+            person: overrides.person.unwrap_or(self.person),
         }
     }
 

@@ -1,0 +1,80 @@
+//! `gatehouse console`: the approvals console for every `gatehouse serve`
+//! instance on a config (also hosted by `gatehouse serve --console`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use gatehouse_base::escape::Escaped;
+use gatehouse_console::config::{ConsoleConfig, TokenOrigin};
+use gatehouse_console::{ConsoleOptions, Running};
+use gatehouse_gateway::config::Config;
+
+/// Serve the approvals console: a page where a person answers the questions
+/// no module decided, for every `gatehouse serve` on this config, and reads
+/// the audit log. Instances attach over .gatehouse/console.sock beside the
+/// config; `[console]` must be in the config for them to use it.
+#[derive(Debug, clap::Args)]
+pub struct ConsoleArgs {
+    /// The config file (`[console]`, `[elicitations]`).
+    #[arg(long, value_name = "gatehouse.toml")]
+    config: PathBuf,
+    /// Serve the page on this address instead of `[console] listen`
+    /// (default 127.0.0.1:8790; loopback unless `allow_remote`).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+}
+
+pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let stop = super::serve::Stop::listen().context("cannot listen for SIGINT and SIGTERM")?;
+        let config = Config::load(&args.config)?;
+        let running = start(&config, args.listen.as_deref()).await?;
+        // The address on stdout, for scripts; how to log in is on stderr.
+        println!("console on http://{}/", running.address());
+        stop.requested_now().await;
+        running.stop();
+        running.stopped().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Starts the console of `config` on `listen` (else `[console] listen`),
+/// and says on stderr where it is and how to log in (the token itself only
+/// when it was made here, once).
+pub async fn start(config: &Config, listen: Option<&str>) -> anyhow::Result<Running> {
+    let settings = config.console.clone().unwrap_or_default();
+    let settings = ConsoleConfig {
+        listen: listen.map(str::to_owned).or(settings.listen.clone()),
+        ..settings
+    };
+    let listen = settings.listen()?;
+    let (token, origin) = settings.token(config.base_dir())?;
+    let running = gatehouse_console::start(ConsoleOptions {
+        listen,
+        socket: config.console_socket(),
+        token,
+        audit_log: Some(config.audit_log_path()),
+    })
+    .await?;
+    let address = running.address();
+    match origin {
+        TokenOrigin::Generated(text) => eprintln!(
+            "gatehouse console: http://{address}/ — log in with the token {text} (new at every start; set ${} or [console] token_file to keep one)",
+            gatehouse_console::config::DEFAULT_TOKEN_ENV
+        ),
+        TokenOrigin::Variable(var) => eprintln!(
+            "gatehouse console: http://{address}/ — log in with the token in ${}",
+            Escaped(&var)
+        ),
+        TokenOrigin::File(file) => eprintln!(
+            "gatehouse console: http://{address}/ — log in with the token in {}",
+            Escaped(&file.display().to_string())
+        ),
+    }
+    Ok(running)
+}

@@ -1,0 +1,400 @@
+//! The approvals console over HTTP, as a script or an attacker's page
+//! would talk to it: questions that no module decided wait for it, the
+//! answer reaches the right server, one console serves every instance on a
+//! config, and what is not the console's own session gets nothing.
+//! (`console_browser.rs` drives the page itself in Chromium.)
+
+use std::time::Duration;
+
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use crate::console_support::{self, ConsoleProcess, Session, TOKEN};
+use crate::http_gateway::HttpGateway;
+use crate::tool_result::result_text;
+use crate::waiting::wait_for;
+
+type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+/// Calls `demo__elicit_raw` with `params` in the background; the tool
+/// result's text when it ends.
+fn elicit(client: &std::sync::Arc<Client>, params: Value) -> tokio::task::JoinHandle<String> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let arguments = json!({ "params": params });
+        let result = client
+            .call_tool(
+                CallToolRequestParams::new("demo__elicit_raw")
+                    .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+            )
+            .await
+            .expect("call");
+        result_text(&result)
+    })
+}
+
+fn name_form(message: &str) -> Value {
+    json!({
+        "message": message,
+        "requestedSchema": {"type": "object",
+            "properties": {"name": {"type": "string", "minLength": 2}},
+            "required": ["name"]},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_question_waits_for_the_console_and_its_answer_reaches_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"console\"");
+    let console = ConsoleProcess::start(&config);
+    let gateway = HttpGateway::start(&config);
+    let client = std::sync::Arc::new(().serve(gateway.transport()).await.expect("initialize"));
+    let call = elicit(&client, name_form("Who approves the deploy?"));
+    let session = Session::login(&console.base, TOKEN).await.expect("login");
+    let open = session.open(1).await;
+    let question = &open[0];
+    assert_eq!(question["question"]["server"], "demo", "{question}");
+    assert_eq!(
+        question["question"]["ask"]["message"],
+        "Who approves the deploy?"
+    );
+    // The agent's call, with its real arguments, and the chain's verdict.
+    assert_eq!(question["question"]["call"]["name"], "demo__elicit_raw");
+    assert_eq!(
+        question["question"]["call"]["arguments"]["params"]["message"],
+        "Who approves the deploy?"
+    );
+    assert_eq!(
+        question["question"]["verdicts"][0]["outcome"], "defer",
+        "{question}"
+    );
+    assert!(question["deadline_ms"].as_u64() > question["asked_at_ms"].as_u64());
+    // The agent's call is still waiting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!call.is_finished(), "the call waits for the person");
+    // Content that breaks the schema is refused by the console, and the
+    // question stays open.
+    let id = question["id"].clone();
+    let (status, said) = session
+        .answer(&json!({"id": id, "action": "accept", "content": {"name": "A"}}))
+        .await;
+    assert_eq!(status.as_u16(), 422, "{said}");
+    let (status, said) = session
+        .answer(&json!({"id": id, "action": "accept", "content": {"name": "Ada"}}))
+        .await;
+    assert_eq!(status.as_u16(), 200, "{said}");
+    let result = call.await.expect("the call ends");
+    let answer: Value =
+        serde_json::from_str(result.split_once(' ').map_or(&result, |(_, json)| json))
+            .unwrap_or_else(|_| panic!("the raw result: {result}"));
+    assert_eq!(answer["action"], "accept", "{result}");
+    assert_eq!(answer["content"], json!({"name": "Ada"}), "{result}");
+    // A second answer hears who answered.
+    let (status, said) = session
+        .answer(&json!({"id": id, "action": "decline"}))
+        .await;
+    assert_eq!(status.as_u16(), 409, "{said}");
+    assert_eq!(said["closed"]["how"], "answered", "{said}");
+    let console_session = said["closed"]["session"]
+        .as_str()
+        .expect("session")
+        .to_owned();
+    // The audit line: the person, through the console, by that session.
+    wait_for("the audit line", || {
+        !console_support::decisions(dir.path()).is_empty()
+    })
+    .await;
+    let line = &console_support::decisions(dir.path())[0];
+    assert_eq!(line["decided_by"], "person", "{line}");
+    assert_eq!(line["action"], "accept", "{line}");
+    assert_eq!(
+        line["person"],
+        json!({"channel": "console", "session": console_session}),
+        "{line}"
+    );
+    drop(console);
+}
+
+/// The upstream client's own answer is audited as the client's, and tells
+/// apart from the console's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_console_route_the_client_answers_and_the_audit_says_client() {
+    use rmcp::handler::client::ClientHandler;
+    use rmcp::model::{
+        ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+        ElicitationCapability, FormElicitationCapability, Implementation,
+    };
+
+    #[derive(Clone)]
+    struct Answers;
+    impl ClientHandler for Answers {
+        fn get_info(&self) -> ClientConfig {
+            let mut capabilities = ClientCapabilities::default();
+            capabilities.elicitation =
+                Some(ElicitationCapability::new().with_form(FormElicitationCapability::default()));
+            ClientConfig::new(
+                capabilities,
+                Implementation::new("answering-client", "1.2.3"),
+            )
+        }
+        async fn create_elicitation(
+            &self,
+            _: ElicitRequestParams,
+            _: rmcp::service::RequestContext<rmcp::RoleClient>,
+        ) -> Result<ElicitResult, rmcp::ErrorData> {
+            Ok(ElicitResult::new(ElicitationAction::Decline))
+        }
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"client-then-console\"");
+    let gateway = HttpGateway::start(&config);
+    let client = Answers
+        .serve(gateway.transport())
+        .await
+        .expect("initialize");
+    let arguments = json!({ "params": name_form("Name?") });
+    client
+        .call_tool(
+            CallToolRequestParams::new("demo__elicit_raw")
+                .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("call");
+    wait_for("the audit line", || {
+        !console_support::decisions(dir.path()).is_empty()
+    })
+    .await;
+    let line = &console_support::decisions(dir.path())[0];
+    assert_eq!(line["decided_by"], "person", "{line}");
+    assert_eq!(line["person"], json!({"channel": "client"}), "{line}");
+    assert_eq!(line["client"]["name"], "answering-client", "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_reach_one_console_and_each_answer_reaches_its_own_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"console\"");
+    let console = ConsoleProcess::start(&config);
+    let first = HttpGateway::start(&config);
+    let second = HttpGateway::start(&config);
+    let first_client = std::sync::Arc::new(().serve(first.transport()).await.expect("initialize"));
+    let second_client =
+        std::sync::Arc::new(().serve(second.transport()).await.expect("initialize"));
+    let first_call = elicit(&first_client, name_form("first instance asks"));
+    let second_call = elicit(&second_client, name_form("second instance asks"));
+    let session = Session::login(&console.base, TOKEN).await.expect("login");
+    let open = session.open(2).await;
+    let state = session.state().await;
+    assert_eq!(
+        state["instances"].as_array().map(Vec::len),
+        Some(2),
+        "{state}"
+    );
+    let instances: std::collections::BTreeSet<&str> =
+        open.iter().filter_map(|q| q["instance"].as_str()).collect();
+    assert_eq!(
+        instances.len(),
+        2,
+        "one question from each instance: {open:?}"
+    );
+    for question in &open {
+        let name = if question["question"]["ask"]["message"] == "first instance asks" {
+            "First"
+        } else {
+            "Second"
+        };
+        let (status, said) = session
+            .answer(&json!({"id": question["id"], "action": "accept", "content": {"name": name}}))
+            .await;
+        assert_eq!(status.as_u16(), 200, "{said}");
+    }
+    let first_result = first_call.await.expect("first");
+    let second_result = second_call.await.expect("second");
+    assert!(first_result.contains("\"First\""), "{first_result}");
+    assert!(second_result.contains("\"Second\""), "{second_result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_ends_takes_its_questions_off_and_a_console_that_ends_loses_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"console\"");
+    let mut console = ConsoleProcess::start(&config);
+    let session = Session::login(&console.base, TOKEN).await.expect("login");
+    // An instance killed while its question is open: the question leaves
+    // the page.
+    {
+        let gateway = HttpGateway::start(&config);
+        let client = std::sync::Arc::new(().serve(gateway.transport()).await.expect("initialize"));
+        let _call = elicit(&client, name_form("soon gone"));
+        session.open(1).await;
+        drop(gateway);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let state = session.state().await;
+            if state["open"].as_array().is_some_and(Vec::is_empty) {
+                assert_eq!(
+                    state["closed"][0]["closed"]["how"], "instance_gone",
+                    "{state}"
+                );
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{state}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // The console killed while a question waits: the question is answered
+    // `on_unhandled` (decline) and audited with why.
+    let gateway = HttpGateway::start(&config);
+    let client = std::sync::Arc::new(().serve(gateway.transport()).await.expect("initialize"));
+    let call = elicit(&client, name_form("console soon gone"));
+    session.open(1).await;
+    console.kill();
+    let result = call.await.expect("the call ends");
+    assert!(result.contains("decline"), "{result}");
+    wait_for("the audit line", || {
+        !console_support::decisions(dir.path()).is_empty()
+    })
+    .await;
+    let line = console_support::decisions(dir.path())
+        .pop()
+        .expect("a line");
+    assert_eq!(line["decided_by"], "unhandled", "{line}");
+    assert!(
+        line["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("console went away")),
+        "{line}"
+    );
+    // With no console running at all, the same, at once.
+    let call = elicit(&client, name_form("no console"));
+    let result = call.await.expect("the call ends");
+    assert!(result.contains("decline"), "{result}");
+    let line = console_support::decisions(dir.path())
+        .pop()
+        .expect("a line");
+    assert!(
+        line["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no console is running")),
+        "{line}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_not_the_consoles_own_session_gets_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"console\"");
+    let console = ConsoleProcess::start(&config);
+    let base = console.base.clone();
+    let http = console_support::http();
+    // The wrong token, or none.
+    assert_eq!(
+        Session::login(&base, "not-the-token-at-all")
+            .await
+            .err()
+            .map(|s| s.as_u16()),
+        Some(401)
+    );
+    // Without a session: the pages send to the login, the API refuses.
+    let page = http.get(format!("{base}/")).send().await.expect("get");
+    assert_eq!(page.status().as_u16(), 303);
+    let csp = page
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("default-src 'none'"),
+        "{csp}"
+    );
+    for path in ["/api/state", "/api/events", "/api/audit"] {
+        let response = http.get(format!("{base}{path}")).send().await.expect("get");
+        assert_eq!(response.status().as_u16(), 401, "{path}");
+    }
+    let session = Session::login(&base, TOKEN).await.expect("login");
+    let gateway = HttpGateway::start(&config);
+    let client = std::sync::Arc::new(().serve(gateway.transport()).await.expect("initialize"));
+    let call = elicit(&client, name_form("attacked"));
+    let open = session.open(1).await;
+    let answer = json!({"id": open[0]["id"], "action": "accept", "content": {"name": "Mallory"}});
+    let post =
+        |origin: Option<&str>, csrf: Option<&str>, cookie: Option<&str>, host: Option<&str>| {
+            let mut request = http
+                .post(format!("{base}/api/answer"))
+                .header("content-type", "application/json")
+                .body(answer.to_string());
+            if let Some(origin) = origin {
+                request = request.header("origin", origin);
+            }
+            if let Some(csrf) = csrf {
+                request = request.header("x-gatehouse-csrf", csrf);
+            }
+            if let Some(cookie) = cookie {
+                request = request.header("cookie", cookie);
+            }
+            if let Some(host) = host {
+                request = request.header("host", host);
+            }
+            request.send()
+        };
+    let own = Some(base.as_str());
+    let csrf = Some(session.csrf.as_str());
+    let cookie = Some(session.cookie.as_str());
+    let refused = [
+        ("no cookie", post(own, csrf, None, None).await, 401),
+        (
+            "a forged cookie",
+            post(own, csrf, Some("gatehouse_console=00ff"), None).await,
+            401,
+        ),
+        (
+            "a foreign Origin",
+            post(Some("http://evil.test"), csrf, cookie, None).await,
+            403,
+        ),
+        ("no Origin", post(None, csrf, cookie, None).await, 403),
+        ("no CSRF token", post(own, None, cookie, None).await, 403),
+        (
+            "a wrong CSRF token",
+            post(own, Some("0000"), cookie, None).await,
+            403,
+        ),
+        (
+            "a rebinding Host",
+            post(
+                Some("http://evil.test:1"),
+                csrf,
+                cookie,
+                Some("evil.test:1"),
+            )
+            .await,
+            421,
+        ),
+    ];
+    for (what, response, status) in refused {
+        let response = response.expect("sent");
+        assert_eq!(response.status().as_u16(), status, "{what}");
+    }
+    assert_eq!(
+        session.state().await["open"].as_array().map(Vec::len),
+        Some(1),
+        "still open"
+    );
+    assert!(!call.is_finished());
+    // Logging out ends the session.
+    let out = http
+        .post(format!("{base}/logout"))
+        .header("origin", &base)
+        .header("cookie", &session.cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={}", session.csrf))
+        .send()
+        .await
+        .expect("logout");
+    assert_eq!(out.status().as_u16(), 303);
+    let (status, _) = session.answer(&answer).await;
+    assert_eq!(status.as_u16(), 401);
+}

@@ -1,0 +1,249 @@
+//! An instance's link to the console: `gatehouse serve` hands the questions
+//! routed to the console over the console's private socket
+//! ([`crate::socket`]) and waits for the person's answer.
+//!
+//! The link connects when the first question comes and again after the
+//! console went away, so an instance started before the console, or one
+//! that outlives a console restart, reaches the console that runs now. It
+//! checks that the console is its own user's (`SO_PEERCRED`) before it
+//! sends anything. A question that stops being waited for (its future is
+//! dropped: the time ran out, the call ended) is withdrawn from the page; a
+//! console that goes away answers every question still waiting with
+//! [`LinkError::Gone`], never with a guess.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::question::{Question, Reply};
+use crate::wire::{self, ToConsole, ToInstance};
+use gatehouse_base::private_fs;
+
+/// Lines waiting to be written to the console.
+const OUTGOING_BACKLOG: usize = 1024;
+
+/// The person's answer, from the console.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// The answer, checked by the console against the question.
+    pub reply: Reply,
+    /// The console session that answered.
+    pub session: String,
+}
+
+/// Why the console gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    /// No console listens on the socket.
+    #[error("no console is running ({}: {error}); start `gatehouse console --config …`", socket.display())]
+    NotRunning {
+        /// The socket.
+        socket: PathBuf,
+        /// What connecting said.
+        error: String,
+    },
+    /// The process on the socket is another user's.
+    #[error("the console socket {} is served by another user; refused", socket.display())]
+    Foreign {
+        /// The socket.
+        socket: PathBuf,
+    },
+    /// The console would not show the question.
+    #[error("the console refused the question: {0}")]
+    Refused(String),
+    /// The console went away before anyone answered.
+    #[error("the console went away before the person answered")]
+    Gone,
+}
+
+type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Answered, LinkError>>>>>;
+
+struct Connection {
+    outgoing: mpsc::Sender<String>,
+    waiting: Waiting,
+    closed: CancellationToken,
+}
+
+/// The link. Share it behind an `Arc`.
+pub struct Link {
+    socket: PathBuf,
+    instance: String,
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("socket", &self.socket)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Link {
+    /// A link to the console on `socket`, for the instance `instance` (its
+    /// id, as in its audit lines). Nothing connects until the first
+    /// question.
+    pub fn new(socket: impl Into<PathBuf>, instance: impl Into<String>) -> Link {
+        Link {
+            socket: socket.into(),
+            instance: instance.into(),
+            connection: tokio::sync::Mutex::new(None),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The console's socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Puts `question` on the console and waits for the person's answer.
+    /// Dropping the future withdraws the question.
+    pub async fn ask(&self, question: Question) -> Result<Answered, LinkError> {
+        let connection = self.connected().await?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = oneshot::channel();
+        connection
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, answer);
+        let mut withdraw = Withdraw {
+            connection: &connection,
+            id,
+            armed: true,
+        };
+        let line = wire::line(&ToConsole::Ask { id, question }).map_err(|error| {
+            LinkError::Refused(format!("the question cannot be encoded: {error}"))
+        })?;
+        if connection.outgoing.send(line).await.is_err() {
+            return Err(LinkError::Gone);
+        }
+        let result = tokio::select! {
+            answered = answered => answered.unwrap_or(Err(LinkError::Gone)),
+            () = connection.closed.cancelled() => Err(LinkError::Gone),
+        };
+        // Answered, refused or gone: nothing to withdraw.
+        withdraw.armed = false;
+        result
+    }
+
+    /// The connection, made (again) if there is none or it ended.
+    async fn connected(&self) -> Result<Arc<Connection>, LinkError> {
+        let mut current = self.connection.lock().await;
+        if let Some(connection) = current.as_ref()
+            && !connection.closed.is_cancelled()
+        {
+            return Ok(connection.clone());
+        }
+        let connection = Arc::new(self.connect().await?);
+        *current = Some(connection.clone());
+        Ok(connection)
+    }
+
+    async fn connect(&self) -> Result<Connection, LinkError> {
+        let stream =
+            UnixStream::connect(&self.socket)
+                .await
+                .map_err(|error| LinkError::NotRunning {
+                    socket: self.socket.clone(),
+                    error: error.to_string(),
+                })?;
+        let peer = stream.peer_cred().ok().map(|c| c.uid());
+        if private_fs::peer_allowed(peer, private_fs::effective_uid()).is_err() {
+            return Err(LinkError::Foreign {
+                socket: self.socket.clone(),
+            });
+        }
+        let (read, mut write) = stream.into_split();
+        let (outgoing, mut lines) = mpsc::channel::<String>(OUTGOING_BACKLOG);
+        let waiting: Waiting = Arc::default();
+        let closed = CancellationToken::new();
+        let hello = wire::line(&ToConsole::Hello {
+            instance: self.instance.clone(),
+            pid: std::process::id(),
+        })
+        .map_err(|error| LinkError::Refused(error.to_string()))?;
+        let _ = outgoing.try_send(hello);
+        {
+            let closed = closed.clone();
+            tokio::spawn(async move {
+                while let Some(line) = lines.recv().await {
+                    if write.write_all(line.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+                closed.cancel();
+            });
+        }
+        {
+            let (closed, waiting) = (closed.clone(), waiting.clone());
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(read);
+                let mut buffer = Vec::new();
+                while let Ok(Some(line)) = wire::read_line(&mut reader, &mut buffer).await {
+                    let Ok(message) = serde_json::from_str::<ToInstance>(&line) else {
+                        tracing::warn!("the console sent an unreadable line; closing the link");
+                        break;
+                    };
+                    let (id, result) = match message {
+                        ToInstance::Answer { id, reply, session } => {
+                            (id, Ok(Answered { reply, session }))
+                        }
+                        ToInstance::Refused { id, reason } => (id, Err(LinkError::Refused(reason))),
+                    };
+                    let answer = waiting
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&id);
+                    if let Some(answer) = answer {
+                        let _ = answer.send(result);
+                    }
+                }
+                closed.cancel();
+                // Everything still waiting hears that the console is gone.
+                waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clear();
+            });
+        }
+        Ok(Connection {
+            outgoing,
+            waiting,
+            closed,
+        })
+    }
+}
+
+/// Withdraws a question from the console if its wait is dropped unanswered.
+struct Withdraw<'a> {
+    connection: &'a Connection,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        self.connection
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        if self.armed
+            && let Ok(line) = wire::line(&ToConsole::Withdraw { id: self.id })
+        {
+            // A full or closed channel: the console is gone or jammed, and
+            // takes the question off when the connection ends.
+            let _ = self.connection.outgoing.try_send(line);
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! What the console shows and what a person answers: a [`Question`] as an
+//! instance hands it over, the [`Open`] question as the console lists it,
+//! and the person's [`Reply`].
+//!
+//! Every string here came from an MCP server, a guest or an upstream client:
+//! the page puts it into text nodes only, never into markup.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The longest message, title or rationale the console keeps, in bytes;
+/// longer text is cut (on a character boundary) and marked.
+pub const MAX_TEXT: usize = 16 * 1024;
+
+/// One question for the person, as a `gatehouse serve` instance hands it to
+/// the console.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Question {
+    /// The configured name of the MCP server that asks.
+    pub server: String,
+    /// What the server asks for.
+    pub ask: Ask,
+    /// The upstream session the question belongs to, if it is tied to one
+    /// (ids are per instance).
+    #[serde(default)]
+    pub session: Option<u64>,
+    /// The upstream client of that session, as it named itself.
+    #[serde(default)]
+    pub client: Option<ClientLabel>,
+    /// The agent's call the question belongs to, when one is known.
+    #[serde(default)]
+    pub call: Option<CallLabel>,
+    /// Each module's verdict so far.
+    #[serde(default)]
+    pub verdicts: Vec<ModuleVerdict>,
+    /// Why the person is asked (the routing branch).
+    pub why: String,
+    /// How long the person has, in milliseconds from when the console
+    /// receives the question.
+    pub timeout_ms: u64,
+}
+
+/// What the server asks for: a form, or to open a URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Ask {
+    /// Form mode: a message and the restricted JSON schema of the content.
+    Form {
+        /// The server's message.
+        message: String,
+        /// The requested schema (a flat object of primitive properties).
+        requested_schema: Map<String, Value>,
+    },
+    /// URL mode: a message and the URL the server wants opened. The
+    /// console shows it and its host; it never opens it.
+    Url {
+        /// The server's message.
+        message: String,
+        /// The URL, as the server sent it.
+        url: String,
+    },
+}
+
+impl Ask {
+    /// The server's message.
+    pub fn message(&self) -> &str {
+        match self {
+            Ask::Form { message, .. } | Ask::Url { message, .. } => message,
+        }
+    }
+}
+
+/// An upstream client, as it named itself in `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientLabel {
+    /// `clientInfo.name`.
+    pub name: String,
+    /// `clientInfo.version`.
+    pub version: String,
+}
+
+/// The agent's call a question belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallLabel {
+    /// What was called (a tool name as the client used it, a prompt, a URI).
+    pub name: String,
+    /// The call's arguments as forwarded, if any.
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+/// One module's verdict on the question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleVerdict {
+    /// The module's name in the chain.
+    pub module: String,
+    /// What it decided (`defer`, `decline`, a failure code…).
+    pub outcome: String,
+    /// Its rationale, if it gave one.
+    #[serde(default)]
+    pub rationale: Option<String>,
+    /// The risk it saw, if it said.
+    #[serde(default)]
+    pub risk: Option<String>,
+}
+
+/// What the person did with a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Accepted (with form content, in form mode).
+    Accept,
+    /// Declined.
+    Decline,
+    /// Cancelled (dismissed without a choice).
+    Cancel,
+}
+
+impl Action {
+    /// Its name on the wire and in the page.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Accept => "accept",
+            Action::Decline => "decline",
+            Action::Cancel => "cancel",
+        }
+    }
+}
+
+/// The person's answer to one question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reply {
+    /// What they did.
+    pub action: Action,
+    /// The form's content, when they accepted a form.
+    #[serde(default)]
+    pub content: Option<Map<String, Value>>,
+}
+
+/// A question on the console, as the page gets it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Open {
+    /// The console's id for it (random, unique while the console runs).
+    pub id: String,
+    /// The instance that asked (its id, as in its audit lines).
+    pub instance: String,
+    /// The question.
+    pub question: Question,
+    /// The URL's host, in URL mode, as the browser would resolve it
+    /// (internationalized names in their `xn--` form), or why it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url_host: Option<String>,
+    /// When the console received it (Unix milliseconds).
+    pub asked_at_ms: u64,
+    /// When the person's time runs out (Unix milliseconds).
+    pub deadline_ms: u64,
+}
+
+/// How a question left the console.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum Closed {
+    /// A person answered it in a console.
+    Answered {
+        /// What they did.
+        action: Action,
+        /// The console session that answered.
+        session: String,
+    },
+    /// Its instance withdrew it (the time ran out, the call ended, the
+    /// server went away).
+    Withdrawn,
+    /// Its instance went away.
+    InstanceGone,
+}
+
+/// The host of `url` as a browser would resolve it, for showing plainly;
+/// `None` if it has none or does not parse.
+pub fn url_host(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let host = parsed.host_str()?;
+    Some(match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
+}
+
+/// `text` cut to [`MAX_TEXT`] bytes on a character boundary, marked when cut.
+pub fn bounded(text: &str) -> String {
+    if text.len() <= MAX_TEXT {
+        return text.to_owned();
+    }
+    let mut end = MAX_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [cut: {} bytes in all]", &text[..end], text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_shows_the_host_a_browser_would_resolve() {
+        assert_eq!(
+            url_host("https://example.com/login?next=1").as_deref(),
+            Some("example.com")
+        );
+        // The user-info trick: the host is what follows the `@`.
+        assert_eq!(
+            url_host("https://bank.example@evil.test/").as_deref(),
+            Some("evil.test")
+        );
+        // A look-alike name in its ASCII form.
+        assert_eq!(
+            url_host("https://gооgle.com/").as_deref(),
+            Some("xn--ggle-55da.com")
+        );
+        assert_eq!(
+            url_host("http://127.0.0.1:8080/x").as_deref(),
+            Some("127.0.0.1:8080")
+        );
+        assert_eq!(url_host("not a url"), None);
+        assert_eq!(url_host("mailto:a@example.com"), None);
+    }
+
+    #[test]
+    fn long_text_is_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_TEXT);
+        let cut = bounded(&long);
+        assert!(cut.len() < long.len());
+        assert!(cut.contains("[cut: "));
+        assert_eq!(bounded("short"), "short");
+    }
+
+    #[test]
+    fn a_question_round_trips_and_refuses_unknown_fields() {
+        let question = Question {
+            server: "s".into(),
+            ask: Ask::Url {
+                message: "m".into(),
+                url: "https://example.com".into(),
+            },
+            session: Some(3),
+            client: None,
+            call: None,
+            verdicts: vec![],
+            why: "w".into(),
+            timeout_ms: 5,
+        };
+        let text = serde_json::to_string(&question).unwrap();
+        assert_eq!(serde_json::from_str::<Question>(&text).unwrap(), question);
+        let mut value: Value = serde_json::from_str(&text).unwrap();
+        value["extra"] = Value::Bool(true);
+        assert!(serde_json::from_value::<Question>(value).is_err());
+    }
+}
