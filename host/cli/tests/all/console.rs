@@ -8,40 +8,11 @@ use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::console_support::{self, ConsoleProcess, Session, TOKEN};
+use crate::console_support::{self, ConsoleProcess, Session, TOKEN, elicit, name_form};
 use crate::http_gateway::HttpGateway;
-use crate::tool_result::result_text;
 use crate::waiting::wait_for;
-
-type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
-
-/// Calls `demo__elicit_raw` with `params` in the background; the tool
-/// result's text when it ends.
-fn elicit(client: &std::sync::Arc<Client>, params: Value) -> tokio::task::JoinHandle<String> {
-    let client = client.clone();
-    tokio::spawn(async move {
-        let arguments = json!({ "params": params });
-        let result = client
-            .call_tool(
-                CallToolRequestParams::new("demo__elicit_raw")
-                    .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
-            )
-            .await
-            .expect("call");
-        result_text(&result)
-    })
-}
-
-fn name_form(message: &str) -> Value {
-    json!({
-        "message": message,
-        "requestedSchema": {"type": "object",
-            "properties": {"name": {"type": "string", "minLength": 2}},
-            "required": ["name"]},
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deferred_question_waits_for_the_console_and_its_answer_reaches_the_server() {
@@ -85,9 +56,7 @@ async fn a_deferred_question_waits_for_the_console_and_its_answer_reaches_the_se
         .await;
     assert_eq!(status.as_u16(), 200, "{said}");
     let result = call.await.expect("the call ends");
-    let answer: Value =
-        serde_json::from_str(result.split_once(' ').map_or(&result, |(_, json)| json))
-            .unwrap_or_else(|_| panic!("the raw result: {result}"));
+    let answer = console_support::raw_answer(&result);
     assert_eq!(answer["action"], "accept", "{result}");
     assert_eq!(answer["content"], json!({"name": "Ada"}), "{result}");
     // A second answer hears who answered.

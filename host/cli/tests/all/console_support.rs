@@ -8,7 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use serde_json::Value;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use crate::tool_result::result_text;
 
 /// The token the tests' consoles take from `GATEHOUSE_CONSOLE_TOKEN`.
 pub const TOKEN: &str = "test-console-token-0123456789";
@@ -196,4 +199,41 @@ impl Session {
         let body = response.bytes().await.expect("body");
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
     }
+}
+
+/// An MCP client of the gateway that declares nothing.
+pub type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+/// Calls `demo__elicit_raw` with `params` in the background; the tool
+/// result's text when it ends.
+pub fn elicit(client: &std::sync::Arc<Client>, params: Value) -> tokio::task::JoinHandle<String> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let arguments = json!({ "params": params });
+        let result = client
+            .call_tool(
+                CallToolRequestParams::new("demo__elicit_raw")
+                    .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+            )
+            .await
+            .expect("call");
+        result_text(&result)
+    })
+}
+
+/// A form asking for a name of at least two characters.
+pub fn name_form(message: &str) -> Value {
+    json!({
+        "message": message,
+        "requestedSchema": {"type": "object",
+            "properties": {"name": {"type": "string", "minLength": 2}},
+            "required": ["name"]},
+    })
+}
+
+/// The elicitation result `demo__elicit_raw` returned, from its text
+/// (`[demo] {...}`).
+pub fn raw_answer(result: &str) -> Value {
+    let json = result.split_once(' ').map_or(result, |(_, json)| json);
+    serde_json::from_str(json).unwrap_or_else(|_| panic!("the raw result: {result}"))
 }

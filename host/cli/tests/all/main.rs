@@ -3,6 +3,7 @@
 //! `gatehouse` (`CARGO_BIN_EXE_gatehouse`) or the crates behind it, and they
 //! share one build and one link of wasmtime and rmcp.
 
+mod browser;
 #[path = "../../../../tests/support/capture.rs"]
 mod capture;
 mod http_gateway;
@@ -26,6 +27,7 @@ mod clients;
 mod codex_parity;
 mod compile_cache;
 mod console;
+mod console_browser;
 mod console_support;
 mod discovery;
 mod faults;

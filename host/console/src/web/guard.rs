@@ -9,7 +9,7 @@
 //!   a foreign `Origin` is refused too.
 //! - **Headers**: a strict Content-Security-Policy (scripts, styles and
 //!   connections from the console only; no inline script, no frames, no
-//!   form posts elsewhere), `nosniff`, no referrer, no caching.
+//!   form posts elsewhere), `nosniff`, no referrer to other sites, no caching.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -108,7 +108,9 @@ fn secured(mut response: Response) -> Response {
         CONTENT_SECURITY_POLICY,
     );
     set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    set(headers, header::REFERRER_POLICY, "no-referrer");
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends
+    // `Origin: null` with a form post, and the Origin check needs the real one.
+    set(headers, header::REFERRER_POLICY, "same-origin");
     set(headers, header::X_FRAME_OPTIONS, "DENY");
     set(headers, header::CACHE_CONTROL, "no-store");
     headers.insert(
