@@ -45,6 +45,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+/// How long a stopping console waits for its open pages' connections.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the console runs with.
 #[derive(Debug)]
 pub struct ConsoleOptions {
@@ -100,12 +103,19 @@ impl Running {
         self.stop.cancel();
     }
 
-    /// Waits until the console stops, then removes its socket.
+    /// Waits until the console is asked to stop ([`Running::stop`]), then
+    /// removes its socket (no instance attaches any more) and gives open
+    /// pages [`STOP_GRACE`] to close before their connections are dropped.
     pub async fn stopped(self) {
-        for task in self.tasks {
-            let _ = task.await;
-        }
+        self.stop.cancelled().await;
         let _ = std::fs::remove_file(&self.socket);
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
+        for task in self.tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
+                abort.abort();
+            }
+        }
     }
 }
 
@@ -125,7 +135,12 @@ pub async fn start(options: ConsoleOptions) -> Result<Running, ConsoleError> {
     })?;
     let hub = Arc::new(hub::Hub::new());
     let stop = CancellationToken::new();
-    let web = Arc::new(web::Web::new(hub.clone(), options.token, options.audit_log));
+    let web = Arc::new(web::Web::new(
+        hub.clone(),
+        options.token,
+        options.audit_log,
+        stop.clone(),
+    ));
     let app = web::router(web, web::guard::Hosts::for_address(address));
     let serving = {
         let stop = stop.clone();

@@ -1412,6 +1412,63 @@ fn codex_exec_and_claude_print_answer_a_deferred_form_unattended() {
     }
 }
 
+/// Unattended runs (`codex exec`, `claude -p`) that must not answer for
+/// the person: with `person = "console"` the deferred form waits in the
+/// approvals console, a person answers it there in a real browser, and the
+/// tool result the model gets carries that answer. The audit line says the
+/// person answered through the console, not the client.
+#[test]
+fn codex_exec_and_claude_print_wait_for_the_person_in_the_console() {
+    use crate::browser::Driver;
+    use crate::console_support::{ConsoleProcess, TOKEN};
+    let Some(clients) = clients() else { return };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(driver) = runtime.block_on(Driver::start()) else {
+        return;
+    };
+    for (label, name) in [
+        ("codex exec (console)", "Console Codex"),
+        ("claude -p (console)", "Console Claude"),
+    ] {
+        let setup = Setup::new(false);
+        let config = std::fs::read_to_string(&setup.config).expect("config");
+        let config = config.replace("[elicitations]\n", "[elicitations]\nperson = \"console\"\n")
+            + "\n[console]\n";
+        std::fs::write(&setup.config, config).expect("config");
+        let console = ConsoleProcess::start(&setup.config);
+        let person = runtime.block_on(async {
+            let person = driver.browser().await;
+            person.login(&console.base, TOKEN).await;
+            person
+        });
+        let model = ModelServer::start(&setup, &ask_name_script(&format!("hello {name}")));
+        let ran = std::thread::scope(|scope| {
+            let client =
+                scope.spawn(|| run_unattended(label, &clients, &setup, &model, ASK_PROMPT));
+            runtime.block_on(async {
+                let field = person
+                    .wait_for("article.question input[name=\"name\"]")
+                    .await;
+                field
+                    .send_keys(&format!("{name}\u{E007}"))
+                    .await
+                    .expect("type");
+            });
+            client.join().expect("the client run")
+        });
+        model.assert_clean(label);
+        eprintln!("{label}: {}", ran.stdout.trim());
+        let lines = setup.audit();
+        assert_eq!(lines.len(), 1, "{label}: {lines:#?}");
+        let line = &lines[0];
+        assert_eq!(line["decided_by"], "person", "{label}: {line}");
+        assert_eq!(line["person"]["channel"], "console", "{label}: {line}");
+        assert_eq!(line["answer"]["content"]["name"], name, "{label}: {line}");
+        drop(console);
+        setup.assert_gatehouse_gone(label, "after the client ended");
+    }
+}
+
 // --- shutdown ----------------------------------------------------------------------------------
 
 /// Fails unless the one audit line is the waiting form's, neither an accept

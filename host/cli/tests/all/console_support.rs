@@ -74,7 +74,7 @@ impl ConsoleProcess {
         }
     }
 
-    /// Stops it now.
+    /// Kills it now (SIGKILL: as if it crashed).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -82,7 +82,19 @@ impl ConsoleProcess {
 }
 
 impl Drop for ConsoleProcess {
+    /// Stops it as an operator would (SIGTERM: it removes its socket), or
+    /// kills it after 10 s.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         self.kill();
     }
 }

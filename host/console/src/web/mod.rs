@@ -30,7 +30,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -49,6 +49,7 @@ pub struct Web {
     token: Token,
     sessions: Sessions,
     audit_log: Option<PathBuf>,
+    stop: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Web {
@@ -59,13 +60,20 @@ impl std::fmt::Debug for Web {
 
 impl Web {
     /// The web side of `hub`, logged into with `token`; `audit_log` is the
-    /// file the audit page reads, if any.
-    pub fn new(hub: Arc<Hub>, token: Token, audit_log: Option<PathBuf>) -> Web {
+    /// file the audit page reads, if any. Live event streams end when `stop`
+    /// is cancelled.
+    pub fn new(
+        hub: Arc<Hub>,
+        token: Token,
+        audit_log: Option<PathBuf>,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Web {
         Web {
             hub,
             token,
             sessions: Sessions::default(),
             audit_log,
+            stop,
         }
     }
 
@@ -312,7 +320,7 @@ async fn events(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
     if web.session(&headers).is_none() {
         return unauthorized();
     }
-    Sse::new(stream(web.hub.clone()))
+    Sse::new(stream(web.hub.clone()).take_until(web.stop.clone().cancelled_owned()))
         .keep_alive(KeepAlive::default())
         .into_response()
 }
