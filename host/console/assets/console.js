@@ -377,6 +377,67 @@
     });
   }
 
+  // ---- Instances: modules and backends -----------------------------------
+
+  function table(headings, rows) {
+    return el("table", {}, [
+      el("thead", {}, [el("tr", {}, headings.map(function (h) { return el("th", { scope: "col" }, [h]); }))]),
+      el("tbody", {}, rows.map(function (cells) { return el("tr", {}, cells.map(function (c) { return el("td", {}, [c]); })); })),
+    ]);
+  }
+
+  function instanceSection(instance) {
+    const status = instance.status;
+    const parts = [el("h2", {}, ["Instance ", el("code", {}, [instance.instance]), " (pid " + instance.pid + ")"])];
+    if (!status) {
+      parts.push(el("p", { class: "muted" }, ["It has not reported its state yet."]));
+      return el("section", { class: "instance" }, parts);
+    }
+    parts.push(el("p", {}, [
+      "Config ", el("code", {}, [status.config]), "; ",
+      status.in_flight + " elicitation(s) in flight; " + instance.open + " question(s) on this console; last chain swap: " +
+        (status.swapped_at_ms ? new Date(status.swapped_at_ms).toLocaleString() : "never") +
+        "; conformance kit: " + (status.kit === "passed" ? "every module passed before the swap" : "off"),
+    ]));
+    parts.push(el("h3", {}, ["Modules"]));
+    parts.push(status.modules.length === 0 ? el("p", { class: "muted" }, ["No module: everything goes to the person."]) :
+      table(["Module", "Mode", "sha256", "Signed by"], status.modules.map(function (m) {
+        return [m.name, m.mode, el("code", { title: m.digest }, [m.digest.slice(0, 16) + "…"]), m.signer || "not signed (a local file or allow_unsigned)"];
+      })));
+    parts.push(el("h3", {}, ["Backends"]));
+    parts.push(status.backends.length === 0 ? el("p", { class: "muted" }, ["No MCP server."]) :
+      table(["Server", "State", "Detail"], status.backends.map(function (b) { return [b.name, b.state, b.detail || ""]; })));
+    return el("section", { class: "instance" }, parts);
+  }
+
+  function followInstances() {
+    const list = document.getElementById("instance-list");
+    const reloads = document.getElementById("reloads");
+    function render(instances) {
+      showInstances(instances);
+      list.replaceChildren(...instances.map(instanceSection));
+    }
+    document.getElementById("reload-all").addEventListener("click", function () {
+      post("/api/reload", {}).then(function (result) {
+        const said = result.ok ? "asked " + result.json.asked + " instance(s) to reload" : (result.json.error || "refused");
+        reloads.prepend(el("li", {}, [new Date().toLocaleTimeString(), " ", said]));
+      });
+    });
+    const source = new EventSource("/api/events");
+    source.addEventListener("open", function () { setStatus("live"); });
+    source.addEventListener("error", function () { setStatus("reconnecting…"); });
+    source.addEventListener("snapshot", function (event) { render(JSON.parse(event.data).instances); });
+    source.addEventListener("change", function (event) {
+      const change = JSON.parse(event.data);
+      if (change.type === "instances") render(change.instances);
+      else if (change.type === "reloaded") {
+        reloads.prepend(el("li", { class: change.line.startsWith("ok") ? "" : "problem" }, [
+          new Date(change.at_ms).toLocaleTimeString(), " ", el("code", {}, [change.instance]), ": ", change.line,
+        ]));
+      }
+    });
+  }
+
   // ---- Audit ------------------------------------------------------------
 
   function followAudit() {
@@ -414,5 +475,6 @@
   document.addEventListener("DOMContentLoaded", function () {
     if (view === "questions") followQuestions();
     else if (view === "audit") followAudit();
+    else if (view === "instances") followInstances();
   });
 })();

@@ -23,6 +23,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::question::{
     Action, Ask, Closed, ModuleVerdict, Open, Question, Reply, bounded, url_host,
 };
+use crate::status::InstanceStatus;
 use crate::wire::ToInstance;
 
 /// Open questions one instance may have on the console.
@@ -63,10 +64,19 @@ pub enum Event {
         /// When (Unix milliseconds).
         at_ms: u64,
     },
-    /// The instances attached changed.
+    /// The instances attached, or their state, changed.
     Instances {
         /// Those attached now.
         instances: Vec<InstanceView>,
+    },
+    /// An instance answered an operator's reload.
+    Reloaded {
+        /// The instance.
+        instance: String,
+        /// What it said (`ok …` or `error: …`).
+        line: String,
+        /// When (Unix milliseconds).
+        at_ms: u64,
     },
 }
 
@@ -79,6 +89,8 @@ pub struct InstanceView {
     pub pid: u32,
     /// Its open questions.
     pub open: usize,
+    /// What it last reported about its modules and backends.
+    pub status: Option<InstanceStatus>,
 }
 
 /// A closed question, remembered.
@@ -145,6 +157,7 @@ struct Attached {
     pid: u32,
     to_instance: mpsc::Sender<ToInstance>,
     open: usize,
+    status: Option<InstanceStatus>,
 }
 
 struct Entry {
@@ -230,6 +243,7 @@ impl Hub {
                 instance: attached.instance.clone(),
                 pid: attached.pid,
                 open: attached.open,
+                status: attached.status.clone(),
             })
             .collect()
     }
@@ -256,6 +270,7 @@ impl Hub {
                 pid,
                 to_instance,
                 open: 0,
+                status: None,
             },
         );
         let instances = Hub::instances(&state);
@@ -396,6 +411,43 @@ impl Hub {
             self.publish(event);
         }
         Ok(())
+    }
+
+    /// Records what an instance reports about itself.
+    pub fn status(&self, attachment: Attachment, status: InstanceStatus) {
+        let mut state = self.state();
+        let Some(attached) = state.attached.get_mut(&attachment) else {
+            return;
+        };
+        attached.status = Some(status.bounded());
+        let instances = Hub::instances(&state);
+        drop(state);
+        self.publish(Event::Instances { instances });
+    }
+
+    /// Asks every attached instance to reload; returns how many were asked.
+    pub fn reload_all(&self) -> usize {
+        let state = self.state();
+        state
+            .attached
+            .values()
+            .filter(|attached| attached.to_instance.try_send(ToInstance::Reload).is_ok())
+            .count()
+    }
+
+    /// Publishes an instance's answer to a reload.
+    pub fn reloaded(&self, attachment: Attachment, line: &str) {
+        let state = self.state();
+        let Some(attached) = state.attached.get(&attachment) else {
+            return;
+        };
+        let event = Event::Reloaded {
+            instance: attached.instance.clone(),
+            line: bounded(line),
+            at_ms: now_ms(),
+        };
+        drop(state);
+        self.publish(event);
     }
 
     /// The open and recently closed questions, and the instances.

@@ -36,6 +36,7 @@ pub mod hub;
 pub mod link;
 pub mod question;
 pub mod socket;
+pub mod status;
 pub mod web;
 pub mod wire;
 

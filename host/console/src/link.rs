@@ -15,6 +15,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -22,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::question::{Question, Reply};
+use crate::status::InstanceStatus;
 use crate::wire::{self, ToConsole, ToInstance};
 use gatehouse_base::private_fs;
 
@@ -70,12 +74,25 @@ struct Connection {
     closed: CancellationToken,
 }
 
+/// What the instance reports about itself ([`Link::with_status`]).
+pub type StatusSource = Arc<dyn Fn() -> InstanceStatus + Send + Sync>;
+
+/// Runs a reload an operator asked for and returns the line `gatehouse
+/// reload` would print ([`Link::with_reload`]).
+pub type ReloadHandler = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Sync>;
+
+/// How often [`Link::keep_attached`] looks at the connection and the
+/// instance's status.
+pub const STATUS_EVERY: Duration = Duration::from_secs(1);
+
 /// The link. Share it behind an `Arc`.
 pub struct Link {
     socket: PathBuf,
     instance: String,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
     next_id: AtomicU64,
+    status: std::sync::OnceLock<StatusSource>,
+    reload: std::sync::OnceLock<ReloadHandler>,
 }
 
 impl std::fmt::Debug for Link {
@@ -97,6 +114,49 @@ impl Link {
             instance: instance.into(),
             connection: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
+            status: std::sync::OnceLock::new(),
+            reload: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Reports `source`'s status to the console on every connection and,
+    /// with [`Link::keep_attached`], whenever it changes. Set once.
+    pub fn set_status(&self, source: StatusSource) {
+        let _ = self.status.set(source);
+    }
+
+    /// Runs `handler` when an operator asks the console for a reload. Set
+    /// once.
+    pub fn set_reload(&self, handler: ReloadHandler) {
+        let _ = self.reload.set(handler);
+    }
+
+    /// Keeps the instance attached while `stop` is not cancelled, so that
+    /// the console lists it (and its status) before it has a question:
+    /// every [`STATUS_EVERY`] it connects if it is not connected (a console
+    /// that is not running is tried again quietly) and sends its status if
+    /// it changed.
+    pub async fn keep_attached(self: Arc<Self>, stop: CancellationToken) {
+        let mut sent: Option<(usize, InstanceStatus)> = None;
+        loop {
+            if let Ok(connection) = self.connected().await
+                && let Some(source) = self.status.get()
+            {
+                let status = source();
+                let key = Arc::as_ptr(&connection) as usize;
+                if sent.as_ref() != Some(&(key, status.clone())) {
+                    if let Ok(line) = wire::line(&ToConsole::Status {
+                        status: Box::new(status.clone()),
+                    }) {
+                        let _ = connection.outgoing.try_send(line);
+                    }
+                    sent = Some((key, status));
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(STATUS_EVERY) => {}
+            }
         }
     }
 
@@ -173,6 +233,13 @@ impl Link {
         })
         .map_err(|error| LinkError::Refused(error.to_string()))?;
         let _ = outgoing.try_send(hello);
+        if let Some(source) = self.status.get()
+            && let Ok(line) = wire::line(&ToConsole::Status {
+                status: Box::new(source()),
+            })
+        {
+            let _ = outgoing.try_send(line);
+        }
         {
             let closed = closed.clone();
             tokio::spawn(async move {
@@ -186,6 +253,7 @@ impl Link {
         }
         {
             let (closed, waiting) = (closed.clone(), waiting.clone());
+            let (reload, replies) = (self.reload.get().cloned(), outgoing.clone());
             tokio::spawn(async move {
                 let mut reader = BufReader::new(read);
                 let mut buffer = Vec::new();
@@ -199,6 +267,24 @@ impl Link {
                             (id, Ok(Answered { reply, session }))
                         }
                         ToInstance::Refused { id, reason } => (id, Err(LinkError::Refused(reason))),
+                        ToInstance::Reload => {
+                            // Beside the reading: answers keep arriving while
+                            // the chain is rebuilt.
+                            let (reload, replies) = (reload.clone(), replies.clone());
+                            tokio::spawn(async move {
+                                let line = match reload {
+                                    Some(reload) => reload().await,
+                                    None => {
+                                        "error: this instance takes no reloads from the console"
+                                            .to_owned()
+                                    }
+                                };
+                                if let Ok(line) = wire::line(&ToConsole::Reloaded { line }) {
+                                    let _ = replies.send(line).await;
+                                }
+                            });
+                            continue;
+                        }
                     };
                     let answer = waiting
                         .lock()

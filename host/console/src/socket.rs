@@ -206,6 +206,8 @@ async fn connection(stream: UnixStream, hub: Arc<Hub>) {
                 }
             }
             Ok(ToConsole::Withdraw { id }) => hub.withdraw(attachment, id),
+            Ok(ToConsole::Status { status }) => hub.status(attachment, *status),
+            Ok(ToConsole::Reloaded { line }) => hub.reloaded(attachment, &line),
             Ok(ToConsole::Hello { .. }) | Err(_) => {
                 tracing::warn!(
                     instance = %Escaped(&instance),

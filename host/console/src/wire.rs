@@ -6,13 +6,16 @@
 //! questions ([`ToConsole::Ask`]) under its own ids and withdraws those it
 //! stopped waiting for ([`ToConsole::Withdraw`]). The console sends back
 //! the person's answers ([`ToInstance::Answer`]) and refusals
-//! ([`ToInstance::Refused`]). Closing the connection withdraws everything
+//! ([`ToInstance::Refused`]). The instance also reports its modules and
+//! backends ([`ToConsole::Status`]) and reloads when an operator asks
+//! ([`ToInstance::Reload`], answered by [`ToConsole::Reloaded`]). Closing the connection withdraws everything
 //! on either side: the console takes the instance's questions off the page,
 //! and the instance answers what still waited `on_unhandled`.
 
 use serde::{Deserialize, Serialize};
 
 use crate::question::{Question, Reply};
+use crate::status::InstanceStatus;
 
 /// The longest line either side sends or reads, in bytes (a question with
 /// its schema, call arguments and rationales).
@@ -41,6 +44,16 @@ pub enum ToConsole {
         /// The instance's id for it.
         id: u64,
     },
+    /// The instance's modules and backends now.
+    Status {
+        /// Its state.
+        status: Box<InstanceStatus>,
+    },
+    /// How a reload the console asked for went.
+    Reloaded {
+        /// The line `gatehouse reload` would print (`ok …` or `error: …`).
+        line: String,
+    },
 }
 
 /// What the console sends.
@@ -63,6 +76,8 @@ pub enum ToInstance {
         /// Why.
         reason: String,
     },
+    /// An operator asked for a reload (as `gatehouse reload` does).
+    Reload,
 }
 
 /// Encodes one message as a line (with its newline).

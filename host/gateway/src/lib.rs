@@ -23,6 +23,7 @@ pub mod catalog;
 pub mod component;
 pub mod config;
 pub mod config_file;
+pub mod console_status;
 pub mod control;
 mod forward;
 pub mod http;

@@ -132,12 +132,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    if config.console.is_some() || args.console.is_some() {
-        router.set_console(Arc::new(gatehouse_console::link::Link::new(
+    let console_link = (config.console.is_some() || args.console.is_some()).then(|| {
+        let link = Arc::new(gatehouse_console::link::Link::new(
             config.console_socket(),
             instance.clone(),
-        )));
-    }
+        ));
+        router.set_console(link.clone());
+        link
+    });
     let kit = if config.review.verify_contract {
         // The same cache as the sandbox: a module is compiled once, not
         // once more for each of the kit's two sandboxes.
@@ -218,6 +220,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         audit.clone(),
         &control_socket,
     )?;
+    // Attached to the console from the start (it lists this instance, its
+    // modules and backends, and may ask it to reload).
+    let stop_console_link = tokio_util::sync::CancellationToken::new();
+    if let Some(link) = &console_link {
+        let (file, router, mcp) = (file.clone(), router.clone(), mcp.clone());
+        link.set_status(Arc::new(move || {
+            gatehouse_gateway::console_status::instance_status(
+                &file.current(),
+                &router,
+                &mcp.snapshot(),
+            )
+        }));
+        let asked = reloads.asked.clone();
+        link.set_reload(Arc::new(move || {
+            asked(gatehouse_gateway::control::Request::Reload)
+        }));
+        tokio::spawn(link.clone().keep_attached(stop_console_link.clone()));
+    }
     let gateway = Gateway::new(mcp.clone(), upstream, calls.clone())
         .with_max_calls_per_session(config.gateway.max_calls_per_session);
     let stopper = gateway.clone();
@@ -251,6 +271,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // theirs; on stdio it went at the end of stdin already): a client that
     // kills gatehouse soon after, before the drain ends, leaves none behind.
     reloads.stop();
+    stop_console_link.cancel();
     let _ = std::fs::remove_file(&control_socket);
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
@@ -278,6 +299,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 struct Reloads {
     _watcher: FileWatcher,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// What answers a reload asked for (the control socket's handler).
+    asked: gatehouse_gateway::control::Handler,
 }
 
 impl Reloads {
@@ -308,6 +331,7 @@ fn spawn_reloads(
     audit: Arc<AuditLog>,
     socket: &std::path::Path,
 ) -> anyhow::Result<Reloads> {
+    use gatehouse_gateway::control::{Handler, Request};
     use std::sync::atomic::{AtomicBool, Ordering};
     let asked: gatehouse_gateway::control::Job = {
         let (reloader, mcp) = (reloader.clone(), mcp.clone());
@@ -345,24 +369,12 @@ fn spawn_reloads(
         }
         follower.trigger();
     })?;
-    #[allow(unused_mut)]
-    let mut tasks = Vec::new();
-    #[cfg(unix)]
-    {
-        use gatehouse_gateway::control::{self, Handler, Request};
-        let on_hangup = coalescer.clone();
-        let hangup_audit = audit.clone();
-        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-        tasks.push(tokio::spawn(async move {
-            while hangups.recv().await.is_some() {
-                tracing::info!("SIGHUP: reopening the audit log and reloading the chain");
-                let _ = reopen_audit(&hangup_audit).await;
-                on_hangup.trigger();
-            }
-        }));
-        let listener = control::bind(socket)
-            .with_context(|| format!("cannot listen on the control socket {}", socket.display()))?;
-        let handler: Handler = Arc::new(move |request| match request {
+    // A reload asked for (`gatehouse reload`, the console): the audit log
+    // reopened, then the chain rebuilt, coalesced.
+    let handler: Handler = {
+        let coalescer = coalescer.clone();
+        let audit = audit.clone();
+        Arc::new(move |request| match request {
             Request::Reload => {
                 let audit = audit.clone();
                 let coalescer = coalescer.clone();
@@ -380,14 +392,33 @@ fn spawn_reloads(
                     }
                 })
             }
-        });
-        tasks.push(tokio::spawn(control::serve(listener, handler)));
+        })
+    };
+    #[allow(unused_mut)]
+    let mut tasks = Vec::new();
+    #[cfg(unix)]
+    {
+        use gatehouse_gateway::control;
+        let on_hangup = coalescer.clone();
+        let hangup_audit = audit.clone();
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        tasks.push(tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reopening the audit log and reloading the chain");
+                let _ = reopen_audit(&hangup_audit).await;
+                on_hangup.trigger();
+            }
+        }));
+        let listener = control::bind(socket)
+            .with_context(|| format!("cannot listen on the control socket {}", socket.display()))?;
+        tasks.push(tokio::spawn(control::serve(listener, handler.clone())));
     }
     #[cfg(not(unix))]
-    let _ = (socket, audit, coalescer);
+    let _ = socket;
     Ok(Reloads {
         _watcher: watcher,
         tasks,
+        asked: handler,
     })
 }
 

@@ -367,3 +367,65 @@ async fn what_is_not_the_consoles_own_session_gets_nothing() {
     let (status, _) = session.answer(&answer).await;
     assert_eq!(status.as_u16(), 401);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_lists_each_instance_with_its_modules_and_backends_and_reloads_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "");
+    let console = ConsoleProcess::start(&config);
+    let session = Session::login(&console.base, TOKEN).await.expect("login");
+    // Attached before it has any question, with its chain and backend.
+    let gateway = HttpGateway::start(&config);
+    let client = ().serve(gateway.transport()).await.expect("initialize");
+    client.list_all_tools().await.expect("tools");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let state = session.state().await;
+        let status = &state["instances"][0]["status"];
+        if status["backends"][0]["state"] == "connected" {
+            break status.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        status["modules"][0]["name"], "gatehouse_guardian",
+        "{status}"
+    );
+    assert_eq!(status["modules"][0]["mode"], "live", "{status}");
+    assert_eq!(
+        status["modules"][0]["digest"].as_str().map(str::len),
+        Some(64),
+        "{status}"
+    );
+    assert_eq!(status["backends"][0]["name"], "demo", "{status}");
+    assert_eq!(status["kit"], "passed", "{status}");
+    let swapped = status["swapped_at_ms"].as_u64().expect("swapped");
+    // A reload from the console swaps the chain again.
+    let reload = |csrf: &str| {
+        console_support::http()
+            .post(format!("{}/api/reload", console.base))
+            .header("cookie", &session.cookie)
+            .header("origin", &console.base)
+            .header("x-gatehouse-csrf", csrf.to_owned())
+            .send()
+    };
+    let refused = reload("wrong").await.expect("sent");
+    assert_eq!(refused.status().as_u16(), 403, "no CSRF token, no reload");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        session.state().await["instances"][0]["status"]["swapped_at_ms"].as_u64(),
+        Some(swapped)
+    );
+    let asked = reload(&session.csrf).await.expect("sent");
+    assert_eq!(asked.status().as_u16(), 200);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = session.state().await;
+        if state["instances"][0]["status"]["swapped_at_ms"].as_u64() > Some(swapped) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

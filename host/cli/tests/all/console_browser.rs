@@ -178,6 +178,35 @@ async fn a_person_answers_in_the_browser_while_the_agent_waits() {
         )
         .await;
     person.screenshot("console-answered").await;
+    // The instances page: the chain and the backend, and a reload by
+    // keyboard (the button focused, then Enter).
+    person.goto(&format!("{}/instances", console.base)).await;
+    let modules = person.wait_for(".instance table").await;
+    assert!(
+        modules
+            .text()
+            .await
+            .expect("text")
+            .contains("gatehouse_guardian")
+    );
+    person
+        .run("document.getElementById('reload-all').focus(); return true;")
+        .await;
+    person
+        .client
+        .active_element()
+        .await
+        .expect("focused")
+        .send_keys("\u{E007}")
+        .await
+        .expect("enter");
+    person
+        .until(
+            "the instance answers the reload",
+            "return [...document.querySelectorAll('#reloads li')].some(li => li.textContent.includes(': ok'));",
+        )
+        .await;
+    person.screenshot("console-instances").await;
     // The audit page lists it.
     person.goto(&format!("{}/audit", console.base)).await;
     let row = person.wait_for("#audit-records tbody tr").await;

@@ -7,6 +7,8 @@
 //! | `POST /logout` | ends the session (CSRF token in the form) |
 //! | `GET /` | the questions page |
 //! | `GET /audit` | the audit page ([`audit`](self::audit)) |
+//! | `GET /instances` | the instances: their modules and backends |
+//! | `POST /api/reload` | asks every instance to reload (`X-Gatehouse-CSRF` header) |
 //! | `GET /assets/…` | the page's script and style (no secrets) |
 //! | `GET /api/state` | the open and recently closed questions (JSON) |
 //! | `GET /api/events` | the same, live (server-sent events) |
@@ -90,6 +92,8 @@ pub fn router(web: Arc<Web>, hosts: guard::Hosts) -> Router {
     Router::new()
         .route("/", get(questions_page))
         .route("/audit", get(audit_page))
+        .route("/instances", get(instances_page))
+        .route("/api/reload", post(reload))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
         .route("/assets/console.js", get(script))
@@ -115,6 +119,22 @@ fn cookie(headers: &HeaderMap) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value.to_owned())
+}
+
+/// The refusal of an action whose `X-Gatehouse-CSRF` header is not the
+/// session's token, if it is not.
+fn csrf_refused(session: &Session, headers: &HeaderMap) -> Option<Response> {
+    let csrf = headers
+        .get("x-gatehouse-csrf")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    (!auth::csrf_matches(session, csrf)).then(|| {
+        (
+            StatusCode::FORBIDDEN,
+            Json(serde_json::json!({"error": "the CSRF token is missing or wrong"})),
+        )
+            .into_response()
+    })
 }
 
 fn unauthorized() -> Response {
@@ -162,7 +182,7 @@ fn shell(session: &Session, view: &str, title: &str, main: &str) -> Html<String>
 <body>
 <header>
 <strong class="brand">gatehouse console</strong>
-<nav aria-label="Views"><a href="/"{questions}>Questions</a> <a href="/audit"{audit}>Audit</a></nav>
+<nav aria-label="Views"><a href="/"{questions}>Questions</a> <a href="/instances"{instances}>Modules and backends</a> <a href="/audit"{audit}>Audit</a></nav>
 <span class="who">session <code id="session">{id}</code> <span id="link-state" role="status">connecting…</span></span>
 <form method="post" action="/logout" class="logout"><input type="hidden" name="csrf" value="{csrf}"><button type="submit">Log out</button></form>
 </header>
@@ -176,6 +196,7 @@ fn shell(session: &Session, view: &str, title: &str, main: &str) -> Html<String>
         id = session.id,
         questions = current("questions"),
         audit = current("audit"),
+        instances = current("instances"),
     ))
 }
 
@@ -195,6 +216,38 @@ async fn questions_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Resp
 <ol id="closed" class="closed"></ol>"#,
     )
     .into_response()
+}
+
+async fn instances_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    let Some((session, _)) = web.session(&headers) else {
+        return Redirect::to("/login").into_response();
+    };
+    shell(
+        &session,
+        "instances",
+        "Modules and backends",
+        r#"<h1>Modules and backends</h1>
+<p>Every <code>gatehouse serve</code> attached to this console, with the modules its chain runs and its MCP servers.</p>
+<p><button type="button" id="reload-all">Reload every instance</button> <span class="muted">(as <code>gatehouse reload</code>: the config read again, the chain rebuilt and checked)</span></p>
+<ol id="reloads" class="closed" aria-live="polite"></ol>
+<p id="instances" class="muted"></p>
+<div id="instance-list"></div>"#,
+    )
+    .into_response()
+}
+
+/// `POST /api/reload`: every instance is asked to reload; their answers
+/// arrive as events.
+async fn reload(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
+    let Some((session, _)) = web.session(&headers) else {
+        return unauthorized();
+    };
+    if let Some(refused) = csrf_refused(&session, &headers) {
+        return refused;
+    }
+    let asked = web.hub.reload_all();
+    tracing::info!(session = %session.id, asked, "a reload asked for from the console");
+    Json(serde_json::json!({"asked": asked})).into_response()
 }
 
 async fn audit_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
@@ -372,16 +425,8 @@ async fn answer(
     let Some((session, _)) = web.session(&headers) else {
         return unauthorized();
     };
-    let csrf = headers
-        .get("x-gatehouse-csrf")
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default();
-    if !auth::csrf_matches(&session, csrf) {
-        return (
-            StatusCode::FORBIDDEN,
-            Json(serde_json::json!({"error": "the CSRF token is missing or wrong"})),
-        )
-            .into_response();
+    if let Some(refused) = csrf_refused(&session, &headers) {
+        return refused;
     }
     let json = headers
         .get(header::CONTENT_TYPE)

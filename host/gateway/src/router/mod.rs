@@ -104,6 +104,8 @@ type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
 /// whole of `route`, audit line included.
 pub struct Router {
     chain: ArcSwap<Chain>,
+    /// When [`Router::swap_chain`] last ran.
+    swapped_at: Mutex<Option<std::time::SystemTime>>,
     settings: ArcSwap<ElicitationSettings>,
     audit: Arc<AuditLog>,
     person: Arc<dyn Person>,
@@ -182,6 +184,7 @@ impl Router {
     ) -> Router {
         Router {
             chain: ArcSwap::from_pointee(chain),
+            swapped_at: Mutex::new(None),
             settings: ArcSwap::from_pointee(settings),
             audit,
             person,
@@ -252,6 +255,19 @@ impl Router {
     /// Replaces the chain: reviews in flight finish on the old one.
     pub fn swap_chain(&self, chain: Chain) {
         self.chain.store(Arc::new(chain));
+        if let Ok(mut swapped_at) = self.swapped_at.lock() {
+            *swapped_at = Some(std::time::SystemTime::now());
+        }
+    }
+
+    /// The chain in force.
+    pub fn chain(&self) -> Arc<Chain> {
+        self.chain.load_full()
+    }
+
+    /// When a chain was last swapped in, if one was.
+    pub fn swapped_at(&self) -> Option<std::time::SystemTime> {
+        self.swapped_at.lock().ok().and_then(|at| *at)
     }
 
     /// Replaces the `[elicitations]` settings: elicitations that arrive
