@@ -67,6 +67,7 @@ const ABOVE_THE_CORE: &[&str] = &[
     "gatehouse-models",
     "gatehouse-registry",
     "gatehouse-mcp",
+    "gatehouse-console",
     "gatehouse-gateway",
     "gatehouse-bench",
     "gatehouse-fuzzing",
@@ -256,6 +257,42 @@ fn the_gateway_has_no_cli_or_test_tooling() {
     );
     assert_absent(
         "gatehouse-gateway",
+        &own,
+        &["anyhow"],
+        "library errors are typed (thiserror); anyhow belongs to the binary",
+    );
+}
+
+#[test]
+fn the_console_links_no_mcp_gateway_registry_or_cli() {
+    let crates = tree("gatehouse-console", &[]);
+    assert!(
+        crates.contains("axum") && crates.contains("gatehouse-audit"),
+        "the tree was read: {crates:?}"
+    );
+    let mut forbidden = vec![
+        "rmcp",
+        "gatehouse-mcp",
+        "gatehouse-gateway",
+        "gatehouse-registry",
+        "gatehouse-models",
+        "gatehouse-conformance",
+        "reqwest",
+    ];
+    forbidden.extend(CLI_AND_TOOLING);
+    assert_absent(
+        "gatehouse-console",
+        &crates,
+        &forbidden,
+        "the approvals console shows questions and takes answers; it knows no MCP, no gateway and no \
+         registry, and makes no outgoing request: instances reach it over its socket (`link`)",
+    );
+    let own = tree(
+        "gatehouse-console",
+        &["wasmtime", "wasmtime-wasi", "wasmtime-wasi-io"],
+    );
+    assert_absent(
+        "gatehouse-console",
         &own,
         &["anyhow"],
         "library errors are typed (thiserror); anyhow belongs to the binary",

@@ -53,7 +53,7 @@ pub enum Event {
     /// A new question.
     Asked {
         /// The question.
-        open: Open,
+        open: Box<Open>,
     },
     /// A question left.
     Closed {
@@ -356,7 +356,9 @@ impl Hub {
             },
         );
         drop(state);
-        self.publish(Event::Asked { open: entry });
+        self.publish(Event::Asked {
+            open: Box::new(entry),
+        });
         Ok(())
     }
 

@@ -181,9 +181,11 @@ impl Link {
             id,
             armed: true,
         };
-        let line = wire::line(&ToConsole::Ask { id, question }).map_err(|error| {
-            LinkError::Refused(format!("the question cannot be encoded: {error}"))
-        })?;
+        let line = wire::line(&ToConsole::Ask {
+            id,
+            question: Box::new(question),
+        })
+        .map_err(|error| LinkError::Refused(format!("the question cannot be encoded: {error}")))?;
         if connection.outgoing.send(line).await.is_err() {
             return Err(LinkError::Gone);
         }

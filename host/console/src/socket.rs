@@ -195,7 +195,7 @@ async fn connection(stream: UnixStream, hub: Arc<Hub>) {
         };
         match serde_json::from_str::<ToConsole>(&line) {
             Ok(ToConsole::Ask { id, question }) => {
-                if let Err(refusal) = hub.ask(attachment, id, question) {
+                if let Err(refusal) = hub.ask(attachment, id, *question) {
                     let refused = ToInstance::Refused {
                         id,
                         reason: refusal.to_string(),

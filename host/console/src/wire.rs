@@ -37,7 +37,7 @@ pub enum ToConsole {
         /// The instance's id for it.
         id: u64,
         /// The question.
-        question: Question,
+        question: Box<Question>,
     },
     /// The instance no longer waits for `id`.
     Withdraw {

@@ -429,3 +429,87 @@ async fn the_console_lists_each_instance_with_its_modules_and_backends_and_reloa
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Under the default `person = "client"`, a client that declared no
+/// elicitation support is passed over for the console; the person's time
+/// running out there takes the question off the page and is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_elicitation_goes_to_the_console_whose_time_runs_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person_timeout_sec = 2");
+    let console = ConsoleProcess::start(&config);
+    let session = Session::login(&console.base, TOKEN).await.expect("login");
+    let gateway = HttpGateway::start(&config);
+    // `()` declares no capability at all.
+    let client = std::sync::Arc::new(().serve(gateway.transport()).await.expect("initialize"));
+    let call = elicit(&client, name_form("nobody at the client"));
+    let open = session.open(1).await;
+    assert!(
+        open[0]["question"]["why"]
+            .as_str()
+            .is_some_and(|why| why.contains("does not accept form elicitations")),
+        "{}",
+        open[0]
+    );
+    let result = call.await.expect("the call ends");
+    assert!(result.contains("cancel"), "{result}");
+    let state = session.state().await;
+    assert!(
+        state["open"].as_array().is_some_and(Vec::is_empty),
+        "{state}"
+    );
+    assert_eq!(state["closed"][0]["closed"]["how"], "withdrawn", "{state}");
+    let line = console_support::decisions(dir.path())
+        .pop()
+        .expect("a line");
+    assert_eq!(
+        line["reason"], "the person did not answer in time",
+        "{line}"
+    );
+    assert!(line.get("person").is_none(), "nobody answered: {line}");
+}
+
+/// `gatehouse serve --console ADDR` hosts the console; a second instance on
+/// the config attaches to it, and its question is answered there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_can_host_the_console_for_the_other_instances() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"console\"");
+    let log = dir.path().join("host.log");
+    let (mut host, _) = crate::paths::spawn_listening(
+        std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--console",
+                "127.0.0.1:0",
+                "--config",
+            ])
+            .arg(&config)
+            .env("GATEHOUSE_CONSOLE_TOKEN", TOKEN)
+            .stderr(std::fs::File::create(&log).expect("log")),
+        "listening on ",
+        "gatehouse serve --console starts",
+    );
+    let said = std::fs::read_to_string(&log).expect("log");
+    let base = said
+        .split("gatehouse console: ")
+        .nth(1)
+        .and_then(|rest| rest.split('/').take(3).collect::<Vec<_>>().join("/").into())
+        .map(|base: String| base.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| panic!("the console's address: {said}"));
+    let other = HttpGateway::start(&config);
+    let client = std::sync::Arc::new(().serve(other.transport()).await.expect("initialize"));
+    let call = elicit(&client, name_form("asked through the hosted console"));
+    let session = Session::login(&base, TOKEN).await.expect("login");
+    let open = session.open(1).await;
+    let (status, said) = session
+        .answer(&json!({"id": open[0]["id"], "action": "accept", "content": {"name": "Hosted"}}))
+        .await;
+    assert_eq!(status.as_u16(), 200, "{said}");
+    let result = call.await.expect("the call ends");
+    assert!(result.contains("Hosted"), "{result}");
+    let _ = host.kill();
+    let _ = host.wait();
+}

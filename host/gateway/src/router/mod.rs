@@ -41,7 +41,7 @@ pub use settings::{
 pub use spend::SERVER_WINDOW;
 
 use crate::calls::{Binding, Calls, Claim, Related, SessionId, UpstreamCall};
-use gatehouse_audit::{AuditLog, AuditRecord, AuditStep, DecidedBy, now_rfc3339};
+use gatehouse_audit::{AuditLog, AuditRecord, DecidedBy, now_rfc3339};
 use gatehouse_base::escape::Escaped;
 use gatehouse_core::answer::{Action, ElicitAnswer};
 use gatehouse_core::chain::{Chain, ChainReport, ChainRun, Verdict};
@@ -518,16 +518,15 @@ impl Router {
             Route::Person { why } => {
                 let request =
                     self.review_request(elicitation, params, &settings, tie.binding, related);
-                self.ask_person(
-                    &all,
+                let question = Question {
                     elicitation,
-                    &request,
+                    request: &request,
                     tie,
-                    related.map(|c| &**c),
-                    Vec::new(),
+                    call: related.map(|call| &**call),
+                    steps: Vec::new(),
                     why,
-                )
-                .await
+                };
+                self.ask_person(&all, question).await
             }
             Route::Chain => {
                 let request = Arc::new(self.review_request(
@@ -550,16 +549,15 @@ impl Router {
                 {
                     Ok(Ok(decided)) | Err(decided) => decided,
                     Ok(Err((steps, why))) => {
-                        self.ask_person(
-                            &all,
+                        let question = Question {
                             elicitation,
-                            &request,
+                            request: &request,
                             tie,
-                            related.map(|c| &**c),
+                            call: related.map(|call| &**call),
                             steps,
                             why,
-                        )
-                        .await
+                        };
+                        self.ask_person(&all, question).await
                     }
                 }
             }
@@ -768,26 +766,9 @@ impl Router {
         })
     }
 
-    /// Puts the elicitation to the person (`person::ask`), registered in
-    /// the pending registry while it waits.
-    async fn ask_person(
-        &self,
-        settings: &ElicitationSettings,
-        elicitation: &IncomingElicitation,
-        request: &ReviewRequest,
-        tie: Tie<'_>,
-        call: Option<&UpstreamCall>,
-        steps: Vec<AuditStep>,
-        why: &str,
-    ) -> Decided {
-        let question = Question {
-            elicitation,
-            request,
-            tie,
-            call,
-            steps,
-            why,
-        };
+    /// Puts the question to the person (`person::ask`), registered in the
+    /// pending registry while it waits.
+    async fn ask_person(&self, settings: &ElicitationSettings, question: Question<'_>) -> Decided {
         let channels = person::Channels {
             client: &*self.person,
             console: self.console.get(),

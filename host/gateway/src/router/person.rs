@@ -205,48 +205,14 @@ pub(super) async fn ask(
             None => (None, Some(binding.why_unbound().unwrap_or_default())),
         },
     };
-    let to_console = |because: Option<String>| -> Result<Asking, Decided> {
-        let Some(console) = channels.console else {
-            let mut reason = format!("{why}; ");
-            if let Some(because) = &because {
-                reason.push_str(because);
-                reason.push_str("; ");
-            }
-            reason.push_str(&format!(
-                "person = \"{}\" but no console is configured ([console] in gatehouse.toml)",
-                route.name()
-            ));
-            return Err(unhandled(settings.on_unhandled, reason, steps.clone()));
-        };
-        let shown = console_question(
-            channels.client,
-            elicitation,
-            request,
-            session,
-            call,
-            &steps,
-            why,
-            settings,
-        );
-        let console = console.clone();
-        Ok(Box::pin(async move {
-            let answered = console
-                .ask(shown)
-                .await
-                .map_err(|error| NoAnswer::Console(error.to_string()))?;
-            let result = console_result(&answered.reply)?;
-            Ok((
-                result,
-                PersonChannel::Console {
-                    session: answered.session,
-                },
-            ))
-        }))
-    };
-    let asking: Result<Asking, Decided> = match (route, unbound.clone()) {
-        (PersonRoute::Console, _) | (PersonRoute::ClientThenConsole, Some(_)) => {
-            to_console(unbound)
-        }
+    // The client first, unless the route says console; the console when the
+    // client is passed over (`because`, which joins the reason the person
+    // and the audit line read).
+    let mut because: Option<String> = None;
+    let mut asking: Option<Asking> = None;
+    match (route, &unbound) {
+        (PersonRoute::Console, unbound) => because = unbound.clone(),
+        (PersonRoute::ClientThenConsole, Some(unbound)) => because = Some(unbound.clone()),
         (PersonRoute::Client, Some(why_unbound)) => {
             return unhandled(
                 settings.on_unhandled,
@@ -256,27 +222,73 @@ pub(super) async fn ask(
         }
         (PersonRoute::Client | PersonRoute::ClientThenConsole, None) => {
             match channels.client.ask(elicitation, session) {
-                Ok(asking) => Ok(Box::pin(async move {
-                    asking.await.map(|result| (result, PersonChannel::Client))
-                })),
+                Ok(client) => {
+                    asking = Some(Box::pin(async move {
+                        client.await.map(|result| (result, PersonChannel::Client))
+                    }));
+                }
                 Err(not_asked) => {
                     // A client that cannot show this mode is passed over for
                     // the console even under `client`; under
                     // `client-then-console`, every client that cannot be asked.
                     let passed_over = route == PersonRoute::ClientThenConsole
                         || matches!(not_asked, NotAsked::ModeNotDeclared(_));
-                    if passed_over && channels.console.is_some() {
-                        to_console(Some(not_asked.to_string()))
-                    } else {
+                    if !(passed_over && channels.console.is_some()) {
                         return unhandled(
                             settings.on_unhandled,
                             format!("{why}; {not_asked}"),
                             steps,
                         );
                     }
+                    because = Some(not_asked.to_string());
                 }
             }
         }
+    }
+    let why = match &because {
+        Some(because) => format!("{why}; {because}"),
+        None => why.to_owned(),
+    };
+    let why = why.as_str();
+    let asking = match asking {
+        Some(asking) => Ok(asking),
+        None => match channels.console {
+            None => Err(unhandled(
+                settings.on_unhandled,
+                format!(
+                    "{why}; person = \"{}\" but no console is configured ([console] in gatehouse.toml)",
+                    route.name()
+                ),
+                steps.clone(),
+            )),
+            Some(console) => {
+                let shown = console_question(
+                    channels.client,
+                    elicitation,
+                    request,
+                    session,
+                    call,
+                    &steps,
+                    why,
+                    settings,
+                );
+                let console = console.clone();
+                let asking: Asking = Box::pin(async move {
+                    let answered = console
+                        .ask(shown)
+                        .await
+                        .map_err(|error| NoAnswer::Console(error.to_string()))?;
+                    let result = console_result(&answered.reply)?;
+                    Ok((
+                        result,
+                        PersonChannel::Console {
+                            session: answered.session,
+                        },
+                    ))
+                });
+                Ok(asking)
+            }
+        },
     };
     let asking = match asking {
         Ok(asking) => asking,
@@ -573,10 +585,20 @@ mod tests {
                 replaced: None,
                 binding: None,
             },
+            call: None,
             steps: Vec::new(),
             why: "routed to the user",
         };
-        let decided = ask(&NoPerson, &pending, &settings, question).await;
+        let decided = ask(
+            Channels {
+                client: &NoPerson,
+                console: None,
+            },
+            &pending,
+            &settings,
+            question,
+        )
+        .await;
         assert_eq!(decided.by, DecidedBy::Unhandled);
         assert_eq!(
             decided.reason,
@@ -602,10 +624,20 @@ mod tests {
                         replaced: None,
                         binding: None,
                     },
+                    call: None,
                     steps: Vec::new(),
                     why: "routed to the user",
                 };
-                ask(&Silent, &pending, &settings, question).await
+                ask(
+                    Channels {
+                        client: &Silent,
+                        console: None,
+                    },
+                    &pending,
+                    &settings,
+                    question,
+                )
+                .await
             })
         };
         while pending.is_empty() {
@@ -626,6 +658,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_console_route_without_a_console_is_unhandled_and_says_so() {
+        let pending = Pending::default();
+        let settings = ElicitationSettings {
+            person: PersonRoute::Console,
+            ..ElicitationSettings::default()
+        };
+        let elicitation = incoming();
+        let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
+        let question = Question {
+            elicitation: &elicitation,
+            request: &request,
+            tie: Tie {
+                replaced: None,
+                binding: None,
+            },
+            call: None,
+            steps: Vec::new(),
+            why: "every module deferred",
+        };
+        // The client would answer at once; the route says console.
+        let channels = Channels {
+            client: &Silent,
+            console: None,
+        };
+        let decided = ask(channels, &pending, &settings, question).await;
+        assert_eq!(decided.by, DecidedBy::Unhandled);
+        assert_eq!(
+            decided.reason,
+            "every module deferred; person = \"console\" but no console is configured ([console] in gatehouse.toml)"
+        );
+        assert!(pending.is_empty());
+    }
+
+    #[tokio::test]
     async fn the_person_has_person_timeout_sec() {
         let pending = Pending::default();
         let settings = ElicitationSettings {
@@ -641,10 +707,20 @@ mod tests {
                 replaced: None,
                 binding: None,
             },
+            call: None,
             steps: Vec::new(),
             why: "routed to the user",
         };
-        let decided = ask(&Silent, &pending, &settings, question).await;
+        let decided = ask(
+            Channels {
+                client: &Silent,
+                console: None,
+            },
+            &pending,
+            &settings,
+            question,
+        )
+        .await;
         assert_eq!(decided.reason, "the person did not answer in time");
         assert!(matches!(decided.answer, Ok(answer) if answer.action == Action::Cancel));
         assert!(pending.is_empty());

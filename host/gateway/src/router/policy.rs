@@ -569,6 +569,7 @@ mod tests {
             approvals_reviewer,
             server_reviewer: None,
             auto_approve_prompts: false,
+            person: super::super::settings::PersonRoute::Client,
         }
     }
 
