@@ -322,6 +322,9 @@
   function addQuestion(open) {
     if (cards.has(open.id)) return;
     const made = card(open);
+    // How long after the console took the question it was on this page
+    // (both clocks are this machine's when the page is on loopback).
+    made.element.dataset.shownAfterMs = String(Date.now() - open.asked_at_ms);
     cards.set(open.id, made);
     document.getElementById("questions").append(made.element);
     refreshEmpty();

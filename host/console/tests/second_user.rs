@@ -81,11 +81,11 @@ async fn another_user_cannot_attach_or_ask() {
         "import socket, sys\n\
          s = socket.socket(socket.AF_UNIX)\n\
          s.connect({path:?})\n\
-         s.sendall(b'{{\"type\":\"hello\",\"instance\":\"intruder\",\"pid\":1}}\\n' + {ask:?}.encode() + b'\\n')\n\
-         s.settimeout(10)\n\
          try:\n\
+         \x20   s.sendall(b'{{\"type\":\"hello\",\"instance\":\"intruder\",\"pid\":1}}\\n' + {ask:?}.encode() + b'\\n')\n\
+         \x20   s.settimeout(10)\n\
          \x20   data = s.recv(65536)\n\
-         except ConnectionResetError:\n\
+         except (BrokenPipeError, ConnectionResetError):\n\
          \x20   data = b''\n\
          print('closed' if data == b'' else 'answered: ' + data.decode())\n",
         path = path.display().to_string(),

@@ -31,7 +31,7 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let stop = super::serve::Stop::listen().context("cannot listen for SIGINT and SIGTERM")?;
+        let stop = super::stop::Stop::listen().context("cannot listen for SIGINT and SIGTERM")?;
         let config = Config::load(&args.config)?;
         let running = start(&config, args.listen.as_deref()).await?;
         // The address on stdout, for scripts; how to log in is on stderr.

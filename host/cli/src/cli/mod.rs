@@ -15,6 +15,7 @@ mod plugins;
 mod reload;
 mod review;
 mod serve;
+mod stop;
 
 use std::fmt::{self, Write as _};
 use std::io::IsTerminal;

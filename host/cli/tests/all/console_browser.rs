@@ -81,9 +81,18 @@ async fn a_person_answers_in_the_browser_while_the_agent_waits() {
     let gateway = HttpGateway::start(&config);
     let client = Arc::new(().serve(gateway.transport()).await.expect("initialize"));
     let call = elicit(&client, every_field());
-    // It appears live, without a reload, in both.
+    // It appears live, without a reload, in both (how long after the
+    // console took it is printed, not asserted: a measurement).
     let card = person.wait_for("article.question").await;
     watcher.wait_for("article.question").await;
+    for (who, browser) in [("person", &person), ("watcher", &watcher)] {
+        let shown = browser
+            .run("return document.querySelector('article.question').dataset.shownAfterMs;")
+            .await;
+        eprintln!(
+            "console: the question was on the {who}'s page {shown} ms after the console took it"
+        );
+    }
     let text = card.text().await.expect("text");
     for shown in [
         "Fill in the release form",
