@@ -8,6 +8,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// What the person did with a question: accept, decline or cancel (the
+/// core's, as on the wire).
+pub use gatehouse_core::answer::Action;
+
 /// The longest message, title or rationale the console keeps, in bytes;
 /// longer text is cut (on a character boundary) and marked.
 pub const MAX_TEXT: usize = 16 * 1024;
@@ -106,29 +110,6 @@ pub struct ModuleVerdict {
     /// The risk it saw, if it said.
     #[serde(default)]
     pub risk: Option<String>,
-}
-
-/// What the person did with a question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    /// Accepted (with form content, in form mode).
-    Accept,
-    /// Declined.
-    Decline,
-    /// Cancelled (dismissed without a choice).
-    Cancel,
-}
-
-impl Action {
-    /// Its name on the wire and in the page.
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Accept => "accept",
-            Action::Decline => "decline",
-            Action::Cancel => "cancel",
-        }
-    }
 }
 
 /// The person's answer to one question.

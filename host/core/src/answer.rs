@@ -59,6 +59,17 @@ pub enum Action {
     Cancel,
 }
 
+impl Action {
+    /// Its name on the wire (`accept`, `decline`, `cancel`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Accept => "accept",
+            Action::Decline => "decline",
+            Action::Cancel => "cancel",
+        }
+    }
+}
+
 /// An `ElicitResult` as sent to the server.
 ///
 /// ```

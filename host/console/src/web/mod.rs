@@ -157,6 +157,14 @@ async fn style() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
 }
 
+/// A view's page for a logged-in session (else the way to the login).
+fn page(web: &Web, headers: &HeaderMap, view: &str, title: &str, main: &str) -> Response {
+    match web.session(headers) {
+        Some((session, _)) => shell(&session, view, title, main).into_response(),
+        None => Redirect::to("/login").into_response(),
+    }
+}
+
 /// The page around a view: the navigation, the session, the CSRF token
 /// (for the script), and `main`. Only the console's own words go in here.
 fn shell(session: &Session, view: &str, title: &str, main: &str) -> Html<String> {
@@ -201,11 +209,9 @@ fn shell(session: &Session, view: &str, title: &str, main: &str) -> Html<String>
 }
 
 async fn questions_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
-    let Some((session, _)) = web.session(&headers) else {
-        return Redirect::to("/login").into_response();
-    };
-    shell(
-        &session,
+    page(
+        &web,
+        &headers,
         "questions",
         "Questions",
         r#"<h1>Questions waiting for a person</h1>
@@ -215,15 +221,12 @@ async fn questions_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Resp
 <h2>Recently closed</h2>
 <ol id="closed" class="closed"></ol>"#,
     )
-    .into_response()
 }
 
 async fn instances_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
-    let Some((session, _)) = web.session(&headers) else {
-        return Redirect::to("/login").into_response();
-    };
-    shell(
-        &session,
+    page(
+        &web,
+        &headers,
         "instances",
         "Modules and backends",
         r#"<h1>Modules and backends</h1>
@@ -233,7 +236,6 @@ async fn instances_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Resp
 <p id="instances" class="muted"></p>
 <div id="instance-list"></div>"#,
     )
-    .into_response()
 }
 
 /// `POST /api/reload`: every instance is asked to reload; their answers
@@ -251,10 +253,7 @@ async fn reload(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
 }
 
 async fn audit_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Response {
-    let Some((session, _)) = web.session(&headers) else {
-        return Redirect::to("/login").into_response();
-    };
-    shell(&session, "audit", "Audit", audit::MAIN).into_response()
+    page(&web, &headers, "audit", "Audit", audit::MAIN)
 }
 
 fn login_form(problem: Option<&str>) -> Html<String> {

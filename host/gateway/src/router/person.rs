@@ -514,6 +514,25 @@ mod tests {
         }
     }
 
+    /// A question with no ties, no steps, asked for `why`.
+    fn question<'a>(
+        elicitation: &'a IncomingElicitation,
+        request: &'a ReviewRequest,
+        why: &'a str,
+    ) -> Question<'a> {
+        Question {
+            elicitation,
+            request,
+            tie: Tie {
+                replaced: None,
+                binding: None,
+            },
+            call: None,
+            steps: Vec::new(),
+            why,
+        }
+    }
+
     /// A person who never answers.
     struct Silent;
 
@@ -578,17 +597,7 @@ mod tests {
         };
         let elicitation = incoming();
         let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
-        let question = Question {
-            elicitation: &elicitation,
-            request: &request,
-            tie: Tie {
-                replaced: None,
-                binding: None,
-            },
-            call: None,
-            steps: Vec::new(),
-            why: "routed to the user",
-        };
+        let question = question(&elicitation, &request, "routed to the user");
         let decided = ask(
             Channels {
                 client: &NoPerson,
@@ -617,17 +626,7 @@ mod tests {
         let waiting = {
             let pending = pending.clone();
             tokio::spawn(async move {
-                let question = Question {
-                    elicitation: &elicitation,
-                    request: &request,
-                    tie: Tie {
-                        replaced: None,
-                        binding: None,
-                    },
-                    call: None,
-                    steps: Vec::new(),
-                    why: "routed to the user",
-                };
+                let question = question(&elicitation, &request, "routed to the user");
                 ask(
                     Channels {
                         client: &Silent,
@@ -666,17 +665,7 @@ mod tests {
         };
         let elicitation = incoming();
         let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
-        let question = Question {
-            elicitation: &elicitation,
-            request: &request,
-            tie: Tie {
-                replaced: None,
-                binding: None,
-            },
-            call: None,
-            steps: Vec::new(),
-            why: "every module deferred",
-        };
+        let question = question(&elicitation, &request, "every module deferred");
         // The client would answer at once; the route says console.
         let channels = Channels {
             client: &Silent,
@@ -700,17 +689,7 @@ mod tests {
         };
         let elicitation = incoming();
         let request = ReviewRequest::new(asks_a_name(), ReviewContext::default());
-        let question = Question {
-            elicitation: &elicitation,
-            request: &request,
-            tie: Tie {
-                replaced: None,
-                binding: None,
-            },
-            call: None,
-            steps: Vec::new(),
-            why: "routed to the user",
-        };
+        let question = question(&elicitation, &request, "routed to the user");
         let decided = ask(
             Channels {
                 client: &Silent,
