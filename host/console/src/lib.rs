@@ -31,6 +31,8 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod config;
 pub mod hub;
 pub mod link;

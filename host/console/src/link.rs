@@ -74,11 +74,11 @@ struct Connection {
     closed: CancellationToken,
 }
 
-/// What the instance reports about itself ([`Link::with_status`]).
+/// What the instance reports about itself ([`Link::set_status`]).
 pub type StatusSource = Arc<dyn Fn() -> InstanceStatus + Send + Sync>;
 
 /// Runs a reload an operator asked for and returns the line `gatehouse
-/// reload` would print ([`Link::with_reload`]).
+/// reload` would print ([`Link::set_reload`]).
 pub type ReloadHandler = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Sync>;
 
 /// How often [`Link::keep_attached`] looks at the connection and the
@@ -86,6 +86,25 @@ pub type ReloadHandler = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Syn
 pub const STATUS_EVERY: Duration = Duration::from_secs(1);
 
 /// The link. Share it behind an `Arc`.
+///
+/// ```no_run
+/// use gatehouse_console::link::Link;
+/// use gatehouse_console::question::{Ask, Question};
+///
+/// # async fn run() {
+/// let link = Link::new(".gatehouse/console.sock", "3f2a9c1d");
+/// let question = Question {
+///     server: "github".into(),
+///     ask: Ask::Url { message: "Sign in".into(), url: "https://github.com/login".into() },
+///     session: Some(1), client: None, call: None, verdicts: vec![],
+///     why: "every module deferred".into(), timeout_ms: 300_000,
+/// };
+/// match link.ask(question).await {
+///     Ok(answered) => println!("{:?} by console session {}", answered.reply.action, answered.session),
+///     Err(nobody) => println!("answer on_unhandled: {nobody}"),
+/// }
+/// # }
+/// ```
 pub struct Link {
     socket: PathBuf,
     instance: String,

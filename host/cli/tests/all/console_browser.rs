@@ -264,12 +264,21 @@ async fn hostile_text_stays_text_and_decline_and_cancel_reach_the_server() {
         json!(0)
     );
     person.screenshot("console-hostile").await;
+    // Declined by keyboard alone: from the field, Tab past Accept to
+    // Decline, then Enter.
     person
-        .wait_for("article.question button.decline")
-        .await
-        .click()
-        .await
-        .expect("decline");
+        .run("document.querySelector('article.question select').focus(); return true;")
+        .await;
+    for key in ["\u{E004}", "\u{E004}"] {
+        let focused = person.client.active_element().await.expect("focused");
+        focused.send_keys(key).await.expect("tab");
+    }
+    assert_eq!(
+        person.run("return document.activeElement.className;").await,
+        json!("decline")
+    );
+    let focused = person.client.active_element().await.expect("focused");
+    focused.send_keys("\u{E007}").await.expect("enter");
     let result = declined.await.expect("the call ends");
     assert_eq!(raw_answer(&result)["action"], "decline", "{result}");
     // A URL: shown with its real host, never opened or linked.

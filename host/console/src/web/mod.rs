@@ -6,7 +6,7 @@
 //! | `GET /login`, `POST /login` | the login form; the token becomes a session cookie |
 //! | `POST /logout` | ends the session (CSRF token in the form) |
 //! | `GET /` | the questions page |
-//! | `GET /audit` | the audit page ([`audit`](self::audit)) |
+//! | `GET /audit` | the audit page ([`audit`]) |
 //! | `GET /instances` | the instances: their modules and backends |
 //! | `POST /api/reload` | asks every instance to reload (`X-Gatehouse-CSRF` header) |
 //! | `GET /assets/…` | the page's script and style (no secrets) |
