@@ -1106,6 +1106,44 @@ impl AuditStats {
             max: *sorted.last()?,
         })
     }
+
+    /// The counts as JSON, as `gatehouse audit --stats --format json` prints
+    /// them and the console's audit page shows them: `records`,
+    /// `recovered`, `latency_us` (the percentiles, or null), `servers`,
+    /// `actions`, `deciders` (each a module with its sha256, who decided
+    /// when no module did, or unknown) and `decided_by`.
+    pub fn to_json(&mut self) -> serde_json::Value {
+        let deciders: Vec<serde_json::Value> = self
+            .deciders
+            .iter()
+            .map(|(decider, count)| match decider {
+                Decider::Module { module, sha256 } => {
+                    serde_json::json!({"module": module, "sha256": sha256, "count": count})
+                }
+                Decider::Host(by) => serde_json::json!({"decided_by": by, "count": count}),
+                Decider::Unknown => serde_json::json!({"unknown": true, "count": count}),
+            })
+            .collect();
+        let actions: BTreeMap<&str, u64> = self
+            .actions
+            .iter()
+            .map(|(action, count)| (action.name(), *count))
+            .collect();
+        let decided_by: BTreeMap<&str, u64> = self
+            .decided_by
+            .iter()
+            .map(|(by, count)| (by.name(), *count))
+            .collect();
+        serde_json::json!({
+            "records": self.records(),
+            "recovered": self.recovered,
+            "latency_us": self.latency(),
+            "servers": self.servers,
+            "actions": actions,
+            "deciders": deciders,
+            "decided_by": decided_by,
+        })
+    }
 }
 
 /// Latency percentiles, in microseconds.

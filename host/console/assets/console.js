@@ -456,10 +456,16 @@
         .then(function (r) { return r.json(); })
         .then(function (found) {
           if (found.error) { stats.textContent = show(found.error); return; }
-          const counts = function (map) { return Object.entries(map).map(function (e) { return e[0] + " " + e[1]; }).join(", "); };
-          stats.textContent = show(found.matched + " records; by decided_by: " + counts(found.by_decided_by) +
-            "; by action: " + counts(found.by_action) + "; by server: " + counts(found.by_server) +
-            (found.unreadable ? "; " + found.unreadable + " unreadable lines" : ""));
+          const st = found.stats;
+          const counts = function (map) { return Object.entries(map).map(function (e) { return e[0] + " " + e[1]; }).join(", ") || "none"; };
+          const deciders = st.deciders.map(function (d) {
+            return (d.module ? d.module + " (" + d.sha256.slice(0, 12) + "…)" : d.decided_by || "unknown") + " " + d.count;
+          }).join(", ") || "none";
+          const latency = st.latency_us ? "latency p50 " + st.latency_us.p50 + " µs, p90 " + st.latency_us.p90 +
+            " µs, p99 " + st.latency_us.p99 + " µs, max " + st.latency_us.max + " µs" : "no latency";
+          stats.textContent = show(st.records + " records (the newest " + found.records.length + " listed); decided by: " +
+            counts(st.decided_by) + "; deciders: " + deciders + "; actions: " + counts(st.actions) + "; servers: " +
+            counts(st.servers) + "; " + latency + (found.unreadable ? "; " + found.unreadable + " unreadable lines" : ""));
           tbody.replaceChildren(...found.records.map(function (record, i) {
             const open = el("button", { type: "button" }, ["Show"]);
             open.addEventListener("click", function () { full.textContent = show(JSON.stringify(record, null, 2)); full.focus(); });

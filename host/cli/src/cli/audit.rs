@@ -606,35 +606,8 @@ fn stats_json(
     stats: &mut AuditStats,
     unreadable: &Unreadable,
 ) -> io::Result<()> {
-    let deciders: Vec<Value> = stats
-        .deciders
-        .iter()
-        .map(|(decider, count)| match decider {
-            Decider::Module { module, sha256 } => {
-                json!({"module": module, "sha256": sha256, "count": count})
-            }
-            Decider::Host(by) => json!({"decided_by": by, "count": count}),
-            Decider::Unknown => json!({"unknown": true, "count": count}),
-        })
-        .collect();
-    let document = json!({
-        "records": stats.records(),
-        "recovered": stats.recovered,
-        "unreadable": unreadable.count,
-        "latency_us": stats.latency(),
-        "servers": stats.servers,
-        "actions": stats
-            .actions
-            .iter()
-            .map(|(action, count)| (action.name(), *count))
-            .collect::<std::collections::BTreeMap<_, _>>(),
-        "deciders": deciders,
-        "decided_by": stats
-            .decided_by
-            .iter()
-            .map(|(by, count)| (by.name(), *count))
-            .collect::<std::collections::BTreeMap<_, _>>(),
-    });
+    let mut document = stats.to_json();
+    document["unreadable"] = json!(unreadable.count);
     writeln!(
         out,
         "{}",

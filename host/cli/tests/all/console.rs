@@ -82,6 +82,41 @@ async fn a_deferred_question_waits_for_the_console_and_its_answer_reaches_the_se
         json!({"channel": "console", "session": console_session}),
         "{line}"
     );
+    // The audit page's API: filtered and counted as `gatehouse audit` does.
+    let audit = |query: &'static str| {
+        let session = &session;
+        async move {
+            let response = session
+                .client
+                .get(format!("{}/api/audit?{query}", session.base))
+                .header("cookie", &session.cookie)
+                .send()
+                .await
+                .expect("audit");
+            let status = response.status().as_u16();
+            let body = response.bytes().await.expect("body");
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&body).expect("JSON"),
+            )
+        }
+    };
+    let (status, found) = audit("decided_by=person&since=1h").await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["stats"]["records"], 1, "{found}");
+    assert_eq!(found["stats"]["decided_by"]["person"], 1, "{found}");
+    assert_eq!(
+        found["records"][0]["person"]["channel"], "console",
+        "{found}"
+    );
+    assert!(
+        found["stats"]["latency_us"]["p50"].as_u64().is_some(),
+        "{found}"
+    );
+    let (_, found) = audit("decided_by=guest").await;
+    assert_eq!(found["stats"]["records"], 0, "{found}");
+    let (status, found) = audit("since=yesterday-ish").await;
+    assert_eq!(status, 400, "{found}");
     drop(console);
 }
 

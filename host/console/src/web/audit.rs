@@ -1,13 +1,15 @@
 //! The audit page: the records of the audit log every instance on the
-//! config writes, newest first, filtered like `gatehouse audit` (server,
-//! who decided, action, since), with counts, and one record in full.
+//! config writes, newest first, filtered as `gatehouse audit` filters them
+//! (since, server, who decided; and the action), with its statistics
+//! (counts by server, action, deciding module and who decided; latency
+//! percentiles), and one record in full.
 //!
 //! The log is read on each request, on a blocking thread, and at most
 //! [`MAX_RECORDS`] matching records are returned (the newest).
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -17,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Web;
-use gatehouse_audit::read::{self, ReadLine};
+use gatehouse_audit::DecidedBy;
+use gatehouse_audit::read::{self, Action, AuditFilter, AuditStats, ReadLine};
 
 /// The most records one request returns.
 pub const MAX_RECORDS: usize = 200;
@@ -28,7 +31,7 @@ pub(super) const MAIN: &str = r#"<h1>Audit log</h1>
 <label>Server <input name="server" id="filter-server"></label>
 <label>Decided by <select name="decided_by" id="filter-decided-by"><option value="">any</option><option>guest</option><option>person</option><option>policy</option><option>failure</option><option>unhandled</option></select></label>
 <label>Action <select name="action" id="filter-action"><option value="">any</option><option>accept</option><option>decline</option><option>cancel</option><option>error</option></select></label>
-<label>Since (minutes) <input name="since_minutes" id="filter-since" type="number" min="1"></label>
+<label>Since (10m, 2h, or a UTC time) <input name="since" id="filter-since"></label>
 <button type="submit">Filter</button>
 </form>
 <p id="audit-stats" class="muted"></p>
@@ -36,28 +39,62 @@ pub(super) const MAIN: &str = r#"<h1>Audit log</h1>
 <h2>Record</h2>
 <pre id="audit-record" class="record" tabindex="0">Choose a record.</pre>"#;
 
-/// The filters.
+/// The filters, as `gatehouse audit` takes them (plus the action).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Filters {
+    /// A duration back from now (`10m`, `2h`) or an RFC 3339 UTC time.
+    since: Option<String>,
+    /// A server.
     server: Option<String>,
+    /// Who decided (`guest`, `person`, `policy`, `failure`, `unhandled`).
     decided_by: Option<String>,
+    /// The action (`accept`, `decline`, `cancel`, `error`).
     action: Option<String>,
-    since_minutes: Option<u64>,
+}
+
+impl Filters {
+    /// The audit crate's filter and the action, or what is wrong.
+    fn parse(&self) -> Result<(AuditFilter, Option<Action>), String> {
+        let given = |value: &Option<String>| value.clone().filter(|v| !v.trim().is_empty());
+        let since = match given(&self.since) {
+            Some(text) => {
+                Some(read::parse_since(&text, SystemTime::now()).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        let decided_by = match given(&self.decided_by) {
+            Some(text) => Some(
+                DecidedBy::ALL
+                    .into_iter()
+                    .find(|by| by.name() == text)
+                    .ok_or_else(|| format!("decided_by {text:?} is not one of guest, person, policy, failure, unhandled"))?,
+            ),
+            None => None,
+        };
+        let action = match given(&self.action) {
+            Some(text) => Some(Action::from_name(&text).ok_or_else(|| {
+                format!("action {text:?} is not one of accept, decline, cancel, error")
+            })?),
+            None => None,
+        };
+        let filter = AuditFilter {
+            since,
+            server: given(&self.server),
+            decided_by,
+        };
+        Ok((filter, action))
+    }
 }
 
 #[derive(Serialize)]
 struct Found {
-    /// The matching records, newest first (each as written in the log).
+    /// The newest matching records, newest first (each as written).
     records: Vec<Value>,
-    /// Matching records in all.
-    matched: usize,
-    /// Counts of the matching records.
-    by_decided_by: BTreeMap<String, usize>,
-    by_action: BTreeMap<String, usize>,
-    by_server: BTreeMap<String, usize>,
+    /// The counts over every matching record.
+    stats: Value,
     /// Lines that were not records.
-    unreadable: usize,
+    unreadable: u64,
 }
 
 /// `GET /api/audit`.
@@ -76,7 +113,17 @@ pub(super) async fn records(
         )
             .into_response();
     };
-    let found = tokio::task::spawn_blocking(move || scan(&path, &filters)).await;
+    let (filter, action) = match filters.parse() {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(serde_json::json!({"error": error})),
+            )
+                .into_response();
+        }
+    };
+    let found = tokio::task::spawn_blocking(move || scan(&path, &filter, action)).await;
     match found {
         Ok(Ok(found)) => Json(found).into_response(),
         Ok(Err(error)) => (
@@ -88,72 +135,53 @@ pub(super) async fn records(
     }
 }
 
-fn scan(path: &std::path::Path, filters: &Filters) -> Result<Found, String> {
-    let since = filters.since_minutes.and_then(|minutes| {
-        SystemTime::now().checked_sub(Duration::from_secs(minutes.saturating_mul(60)))
-    });
-    let mut found = Found {
-        records: Vec::new(),
-        matched: 0,
-        by_decided_by: BTreeMap::new(),
-        by_action: BTreeMap::new(),
-        by_server: BTreeMap::new(),
-        unreadable: 0,
-    };
+fn scan(
+    path: &std::path::Path,
+    filter: &AuditFilter,
+    action: Option<Action>,
+) -> Result<Found, String> {
+    let mut stats = AuditStats::default();
+    let mut unreadable = 0;
+    let mut newest = VecDeque::new();
     let mut reader = match read::open(path) {
         Ok(reader) => reader,
         Err(read::ReadError::Open { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
-            return Ok(found);
+            return Ok(Found {
+                records: Vec::new(),
+                stats: stats.to_json(),
+                unreadable,
+            });
         }
         Err(error) => return Err(error.to_string()),
     };
-    let mut newest = std::collections::VecDeque::new();
     while let Some(line) = reader.next_line().map_err(|error| error.to_string())? {
         let entry = match line {
             ReadLine::Entry(entry) => entry,
             ReadLine::Event(_) => continue,
             ReadLine::Unreadable(_) => {
-                found.unreadable += 1;
+                unreadable += 1;
                 continue;
             }
         };
-        let record = &entry.record;
-        let decided_by = serde_json::to_value(record.decided_by)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let action = record.action().name().to_owned();
-        let keep = since.is_none_or(|since| entry.time >= since)
-            && filters
-                .server
-                .as_deref()
-                .is_none_or(|s| s.is_empty() || s == record.server)
-            && filters
-                .decided_by
-                .as_deref()
-                .is_none_or(|d| d.is_empty() || d == decided_by)
-            && filters
-                .action
-                .as_deref()
-                .is_none_or(|a| a.is_empty() || a == action);
-        if !keep {
+        if !filter.matches(&entry) || action.is_some_and(|action| entry.record.action() != action) {
             continue;
         }
-        found.matched += 1;
-        *found.by_decided_by.entry(decided_by).or_default() += 1;
-        *found.by_action.entry(action).or_default() += 1;
-        *found.by_server.entry(record.server.clone()).or_default() += 1;
+        stats.add(&entry.record);
         if newest.len() == MAX_RECORDS {
             newest.pop_front();
         }
         newest.push_back(entry.text);
     }
-    found.records = newest
+    let records = newest
         .into_iter()
         .rev()
         .filter_map(|text| serde_json::from_str(&text).ok())
         .collect();
-    Ok(found)
+    Ok(Found {
+        records,
+        stats: stats.to_json(),
+        unreadable,
+    })
 }
