@@ -33,6 +33,12 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         let stop = super::stop::Stop::listen().context("cannot listen for SIGINT and SIGTERM")?;
         let config = Config::load(&args.config)?;
+        if config.console.is_none() {
+            eprintln!(
+                "gatehouse console: {} has no [console] table, so its gatehouse serve instances will not use this console; add `[console]` (and `person = \"console\"` under [elicitations] for unattended clients)",
+                Escaped(&args.config.display().to_string())
+            );
+        }
         let running = start(&config, args.listen.as_deref()).await?;
         // The address on stdout, for scripts; how to log in is on stderr.
         println!("console on http://{}/", running.address());

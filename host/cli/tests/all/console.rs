@@ -284,6 +284,35 @@ async fn an_instance_that_ends_takes_its_questions_off_and_a_console_that_ends_l
             .is_some_and(|r| r.contains("no console is running")),
         "{line}"
     );
+    // A console started again (its stale socket replaced) gets the same
+    // instance back, and its questions.
+    let console = ConsoleProcess::start(&config);
+    let session = Session::login(&console.base, TOKEN).await.expect("login");
+    let call = elicit(&client, name_form("console back"));
+    let open = session.open(1).await;
+    let (status, said) = session
+        .answer(&json!({"id": open[0]["id"], "action": "accept", "content": {"name": "Back"}}))
+        .await;
+    assert_eq!(status.as_u16(), 200, "{said}");
+    let result = call.await.expect("the call ends");
+    assert!(result.contains("Back"), "{result}");
+    // A second console on the config is refused: the live one keeps its socket.
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["console", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env("GATEHOUSE_CONSOLE_TOKEN", TOKEN)
+        .output()
+        .expect("a second console runs");
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        said.contains("a console is already running for this config"),
+        "{said}"
+    );
+    assert_eq!(
+        session.state().await["instances"].as_array().map(Vec::len),
+        Some(1)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
