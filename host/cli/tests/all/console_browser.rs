@@ -9,7 +9,7 @@ use rmcp::ServiceExt as _;
 use serde_json::{Value, json};
 
 use crate::browser::{Browser, Driver};
-use crate::console_support::{self, ConsoleProcess, TOKEN, elicit, raw_answer};
+use crate::console_support::{self, ConsoleProcess, TOKEN, elicit, name_form, raw_answer};
 use crate::http_gateway::HttpGateway;
 use crate::waiting::wait_for;
 
@@ -310,4 +310,177 @@ async fn hostile_text_stays_text_and_decline_and_cancel_reach_the_server() {
         Value::Bool(true),
         "no script from the server ran"
     );
+}
+
+/// Two `gatehouse serve` on one config: both questions on one page, each
+/// answered there, each answer reaching its own server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_from_two_instances_share_one_page_and_each_answer_goes_home() {
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"console\"");
+    let console = ConsoleProcess::start(&config);
+    let person = driver.browser().await;
+    person.login(&console.base, TOKEN).await;
+    let first = HttpGateway::start(&config);
+    let second = HttpGateway::start(&config);
+    let first_client = Arc::new(().serve(first.transport()).await.expect("initialize"));
+    let second_client = Arc::new(().serve(second.transport()).await.expect("initialize"));
+    let first_call = elicit(&first_client, name_form("asked by the first instance"));
+    let second_call = elicit(&second_client, name_form("asked by the second instance"));
+    person
+        .until(
+            "both questions on the page",
+            "return document.querySelectorAll('article.question').length === 2;",
+        )
+        .await;
+    for (message, name) in [
+        ("asked by the first instance", "Uno"),
+        ("asked by the second instance", "Dos"),
+    ] {
+        let field = person
+            .run(&format!(
+                "const card = [...document.querySelectorAll('article.question')].find(c => c.querySelector('.message').textContent === {message:?}); \
+                 card.querySelector('input[name=\"name\"]').focus(); return true;"
+            ))
+            .await;
+        assert_eq!(field, Value::Bool(true));
+        let focused = person.client.active_element().await.expect("focused");
+        focused
+            .send_keys(&format!("{name}\u{E007}"))
+            .await
+            .expect("type");
+    }
+    let first_result = first_call.await.expect("first");
+    let second_result = second_call.await.expect("second");
+    assert_eq!(
+        raw_answer(&first_result)["content"]["name"],
+        "Uno",
+        "{first_result}"
+    );
+    assert_eq!(
+        raw_answer(&second_result)["content"]["name"],
+        "Dos",
+        "{second_result}"
+    );
+}
+
+/// A page of another origin, opened in the browser that is logged in to the
+/// console (on the same host, so the cookie even goes along: same site),
+/// tries to answer, to log the person out and to frame the console: every
+/// attempt is refused, and the question is still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_origins_page_cannot_act_through_the_logged_in_browser() {
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = console_support::config(dir.path(), "person = \"console\"");
+    let log = dir.path().join("console.log");
+    let console = ConsoleProcess::start_logging(&config, std::fs::File::create(&log).expect("log"));
+    let person = driver.browser().await;
+    person.login(&console.base, TOKEN).await;
+    let gateway = HttpGateway::start(&config);
+    let client = Arc::new(().serve(gateway.transport()).await.expect("initialize"));
+    let call = elicit(&client, name_form("attacked from another origin"));
+    person.wait_for("article.question").await;
+    let session = console_support::Session::login(&console.base, TOKEN)
+        .await
+        .expect("login");
+    let id = session.open(1).await[0]["id"].clone();
+    // The attacker's page, on another port of the same host.
+    let site = tempfile::tempdir().expect("site");
+    let answer = json!({"id": id, "action": "accept", "content": {"name": "Mallory"}}).to_string();
+    std::fs::write(
+        site.path().join("attack.html"),
+        format!(
+            r#"<!doctype html><html><body>
+<iframe id="frame" src="{base}/"></iframe>
+<form id="logout" method="post" action="{base}/logout" target="sink"><input name="csrf" value="guess"></form>
+<iframe name="sink"></iframe>
+<script>
+window.results = [];
+fetch("{base}/api/answer", {{method: "POST", mode: "no-cors", credentials: "include",
+  headers: {{"Content-Type": "text/plain"}}, body: {answer:?}}})
+  .then(() => window.results.push("answer sent"), e => window.results.push("answer failed: " + e));
+fetch("{base}/api/state", {{credentials: "include"}})
+  .then(r => r.text()).then(t => window.results.push("state read: " + t), e => window.results.push("state unreadable"));
+document.getElementById("logout").submit();
+</script></body></html>"#,
+            base = console.base
+        ),
+    )
+    .expect("attack page");
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("address").port()
+    };
+    let mut attacker = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+            "--directory",
+        ])
+        .arg(site.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the attacker's server");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the attacker's server"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let page = driver.browser().await;
+    page.login(&console.base, TOKEN).await;
+    page.goto(&format!("http://127.0.0.1:{port}/attack.html"))
+        .await;
+    page.until(
+        "the attacker's requests settled",
+        "return window.results && window.results.length === 2;",
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let results = page.run("return window.results;").await;
+    eprintln!("the attacker's page saw: {results}");
+    assert!(
+        !results.to_string().contains("state read: {"),
+        "another origin read the state: {results}"
+    );
+    // The framed console shows nothing (frame-ancestors 'none').
+    let framed = page
+        .run("try { return document.getElementById('frame').contentDocument === null || document.getElementById('frame').contentDocument.body.innerText === ''; } catch (e) { return true; }")
+        .await;
+    assert_eq!(framed, Value::Bool(true));
+    // Both actions reached the console and were refused there, for their
+    // Origin (the two origins are one site, so SameSite lets the cookie go
+    // along: the Origin check and the CSRF token are what stop them).
+    let said = std::fs::read_to_string(&log).expect("the console's log");
+    let refused: Vec<&str> = said
+        .lines()
+        .filter(|line| line.contains("requests from another Origin are not allowed"))
+        .collect();
+    assert!(
+        refused.iter().any(|line| line.contains("/api/answer"))
+            && refused.iter().any(|line| line.contains("/logout")),
+        "{said}"
+    );
+    // The question is still open, and the person is still logged in.
+    assert_eq!(
+        session.state().await["open"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert!(!call.is_finished());
+    page.goto(&format!("{}/", console.base)).await;
+    page.wait_for("#questions").await;
+    let _ = attacker.kill();
+    let _ = attacker.wait();
 }

@@ -56,15 +56,21 @@ pub struct ConsoleProcess {
 }
 
 impl ConsoleProcess {
-    /// Starts it on `config` with [`TOKEN`].
+    /// Starts it on `config` with [`TOKEN`], its log on the test's stderr.
     pub fn start(config: &Path) -> ConsoleProcess {
+        ConsoleProcess::start_logging(config, Stdio::inherit())
+    }
+
+    /// Starts it on `config` with [`TOKEN`], its log (info and up) to
+    /// `stderr`.
+    pub fn start_logging(config: &Path, stderr: impl Into<Stdio>) -> ConsoleProcess {
         let (child, url) = crate::paths::spawn_listening(
             Command::new(env!("CARGO_BIN_EXE_gatehouse"))
                 .args(["console", "--listen", "127.0.0.1:0", "--config"])
                 .arg(config)
                 .env("GATEHOUSE_CONSOLE_TOKEN", TOKEN)
                 .env("RUST_LOG", "gatehouse=info")
-                .stderr(Stdio::inherit()),
+                .stderr(stderr),
             "console on ",
             "gatehouse console starts",
         );

@@ -17,6 +17,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
+use gatehouse_base::escape::Escaped;
+
 /// The Content-Security-Policy of every answer.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -60,6 +62,23 @@ impl Hosts {
 /// Checks Host and Origin, then adds the security headers to the answer.
 pub async fn guard(State(hosts): State<Arc<Hosts>>, request: Request, next: Next) -> Response {
     if let Err(refusal) = check(&hosts, request.method(), request.headers()) {
+        // An attack or a misconfigured proxy: either way the operator
+        // should hear of it.
+        let header = |name| {
+            request
+                .headers()
+                .get(name)
+                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+                .unwrap_or_default()
+        };
+        tracing::warn!(
+            method = %request.method(),
+            path = %Escaped(request.uri().path()),
+            host = %Escaped(&header(header::HOST)),
+            origin = %Escaped(&header(header::ORIGIN)),
+            "console: {}",
+            refusal.1.trim_end()
+        );
         return secured(refusal.into_response());
     }
     secured(next.run(request).await)
