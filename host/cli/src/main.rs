@@ -8,7 +8,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    let _logs = cli::init_tracing(args.verbose, args.quiet_level());
+    let _logs = cli::init_tracing(args.verbose, args.quiet_level(), args.log_format);
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {

@@ -8,6 +8,7 @@ mod console;
 mod demo;
 mod init;
 mod inspect;
+mod logging;
 mod module_limits;
 mod modules;
 mod new;
@@ -17,16 +18,11 @@ mod review;
 mod serve;
 mod stop;
 
-use std::fmt::{self, Write as _};
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use gatehouse_core::escape::EscapeWriter;
-use tracing::field::{Field, Visit};
-use tracing_subscriber::field::RecordFields;
-use tracing_subscriber::fmt::FormatFields;
-use tracing_subscriber::fmt::format::Writer;
+
+pub use logging::{LogFormat, init_tracing};
 
 /// Review MCP elicitations with sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -35,6 +31,10 @@ pub struct Cli {
     /// Log more (-v: debug, -vv: trace). Logs go to stderr; RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// How log lines look: text for people, or one JSON object per line for
+    /// log collectors (text escaped the same way).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -138,90 +138,5 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init(args) => init::run(args),
         Command::Audit(args) => audit::run(args),
         Command::Modules(args) => modules::run(args),
-    }
-}
-
-/// Logs to stderr at `quiet` (or more with -v); `RUST_LOG` overrides.
-/// Colours only when stderr is a terminal; every field escaped
-/// ([`EscapedFields`]).
-///
-/// Keep the returned guard until the program ends: dropping it flushes
-/// what is still queued.
-pub fn init_tracing(verbose: u8, quiet: &str) -> tracing_appender::non_blocking::WorkerGuard {
-    let default = match verbose {
-        0 => quiet,
-        1 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // Logging never blocks the code that logs: lines go through a bounded
-    // queue to a thread that writes stderr, and are dropped (and counted)
-    // when it is full. Under `gatehouse serve` on stdio, stderr is a pipe
-    // the client may stop reading; a blocking write there would hold a
-    // guest's review (a guest log is written inside its host call) past its
-    // deadline and stall every thread that logs.
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(true)
-        .thread_name("gatehouse-log")
-        .finish(std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        .with_ansi(std::io::stderr().is_terminal())
-        .fmt_fields(EscapedFields)
-        .init();
-    guard
-}
-
-/// Writes an event's fields like tracing's default (the message, then
-/// `name=value`), each escaped with [`EscapeWriter`]. The call sites escape
-/// what they know comes from a guest, a server or a manifest; this is the
-/// backstop for what they do not know, such as our dependencies' own logs
-/// (rmcp quoting a server's bytes). Escaping is idempotent, so text escaped
-/// at its call site passes through unchanged.
-struct EscapedFields;
-
-impl<'writer> FormatFields<'writer> for EscapedFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
-        let mut visitor = EscapingVisitor {
-            writer,
-            result: Ok(()),
-            first: true,
-        };
-        fields.record(&mut visitor);
-        visitor.result
-    }
-}
-
-struct EscapingVisitor<'writer> {
-    writer: Writer<'writer>,
-    result: fmt::Result,
-    first: bool,
-}
-
-impl Visit for EscapingVisitor<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            self.record_debug(field, &format_args!("{value}"));
-        } else {
-            self.record_debug(field, &value);
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let name = field.name();
-        // `log` records' metadata, which the formatter has shown already.
-        if self.result.is_err() || name.starts_with("log.") {
-            return;
-        }
-        if !std::mem::take(&mut self.first) {
-            self.result = self.writer.write_char(' ');
-        }
-        let mut out = EscapeWriter(&mut self.writer);
-        self.result = self.result.and_then(|()| match name {
-            "message" => write!(out, "{value:?}"),
-            name => write!(out, "{}={value:?}", name.strip_prefix("r#").unwrap_or(name)),
-        });
     }
 }

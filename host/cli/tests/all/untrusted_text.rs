@@ -106,6 +106,54 @@ fn a_guests_log_message_and_fields_are_logged_escaped_without_colours() {
     );
 }
 
+/// `--log-format json`: one JSON object per line, for collectors, with the
+/// guest's text escaped exactly as the text format escapes it.
+#[test]
+fn json_logs_carry_a_guests_text_escaped_one_object_per_line() {
+    let output = gatehouse(&[
+        "--log-format",
+        "json",
+        "review",
+        "--module",
+        &guest("test_guest_hostile_text").display().to_string(),
+        "--module-config",
+        "{}",
+        "--request",
+        "examples/requests/approve-read-only.json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let log = stderr(&output);
+    assert_escaped("review stderr (JSON)", &log);
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    let guest_line = lines
+        .iter()
+        .find(|line| line["target"] == "gatehouse::guest")
+        .unwrap_or_else(|| panic!("the guest's log line: {log}"));
+    assert_eq!(guest_line["level"], "ERROR", "{guest_line}");
+    assert!(
+        guest_line["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with(ESCAPED)),
+        "{guest_line}"
+    );
+    assert_eq!(guest_line["fields"]["module"], "test_guest_hostile_text");
+    assert!(
+        guest_line["fields"]["fields"]
+            .as_str()
+            .is_some_and(|fields| fields.starts_with(&format!("{{\"key{ESCAPED}"))),
+        "{guest_line}"
+    );
+    assert!(
+        guest_line["time"]
+            .as_str()
+            .is_some_and(|time| time.ends_with('Z')),
+        "{guest_line}"
+    );
+}
+
 #[test]
 fn a_failing_guests_stderr_and_failure_are_logged_escaped() {
     let output = review_hostile_text(r#"{"trap": true}"#);
