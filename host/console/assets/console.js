@@ -34,7 +34,8 @@
     }
     for (const child of children || []) {
       if (child === null || child === undefined) continue;
-      element.append(typeof child === "string" ? document.createTextNode(show(child)) : child);
+      // Anything that is not one of our elements is a server's word: text.
+      element.append(child instanceof Node ? child : document.createTextNode(show(String(child))));
     }
     return element;
   }
@@ -91,7 +92,7 @@
     }
     const options = property.oneOf || property.anyOf;
     if (Array.isArray(options)) {
-      return options.filter(function (o) { return o && "const" in o; }).map(function (o) {
+      return options.filter(function (o) { return o !== null && typeof o === "object" && "const" in o; }).map(function (o) {
         return { value: o.const, title: o.title !== undefined ? o.title : o.const };
       });
     }
@@ -258,7 +259,7 @@
     const form = el("form", { class: "answer", novalidate: false }, [...body, el("div", { class: "buttons" }, [accept, decline, cancel]), problem]);
 
     const element = el("article", { class: "question", id: "question-" + open.id, "data-id": open.id, "aria-labelledby": prefix + "-title" }, [
-      el("h2", { id: prefix + "-title" }, [q.server, ": ", ask.mode === "form" ? "asks for input" : "asks you to open a URL", " "]),
+      el("h2", { id: prefix + "-title", tabindex: "-1" }, [q.server, ": ", ask.mode === "form" ? "asks for input" : "asks you to open a URL", " "]),
       timer,
       el("p", { class: "message" }, [ask.message]),
       facts,
@@ -319,9 +320,41 @@
     ]);
   }
 
+  // A card that shows only what is sure to render, for a question whose
+  // schema the page could not turn into a form: it can still be declined
+  // or cancelled.
+  function plainCard(open, error) {
+    const q = open.question || {};
+    const status = el("p", { class: "status", role: "status" }, []);
+    const problem = el("p", { class: "problem", role: "alert" }, ["This question's form could not be shown (" + String(error) + "); it can be declined or cancelled."]);
+    const decline = el("button", { type: "button", class: "decline" }, ["Decline"]);
+    const cancel = el("button", { type: "button", class: "cancel" }, ["Cancel"]);
+    const element = el("article", { class: "question", id: "question-" + open.id, "data-id": open.id }, [
+      el("h2", { tabindex: "-1" }, [String(q.server), ": asks for input"]),
+      el("p", { class: "message" }, [String(q.ask && q.ask.message)]),
+      problem,
+      el("div", { class: "buttons" }, [decline, cancel]),
+      status,
+    ]);
+    const send = function (action) {
+      decline.disabled = cancel.disabled = true;
+      post("/api/answer", { id: open.id, action: action }).then(function (result) {
+        if (!result.ok) { status.textContent = show(result.json.error || "refused"); decline.disabled = cancel.disabled = false; }
+      });
+    };
+    decline.addEventListener("click", function () { send("decline"); });
+    cancel.addEventListener("click", function () { send("cancel"); });
+    return { element: element, tick: null, open: open };
+  }
+
   function addQuestion(open) {
     if (cards.has(open.id)) return;
-    const made = card(open);
+    let made;
+    try {
+      made = card(open);
+    } catch (error) {
+      made = plainCard(open, error);
+    }
     // How long after the console took the question it was on this page
     // (both clocks are this machine's when the page is on loopback).
     made.element.dataset.shownAfterMs = String(Date.now() - open.asked_at_ms);
@@ -335,7 +368,16 @@
     if (!made) return;
     clearInterval(made.tick);
     cards.delete(id);
+    // Keep the keyboard where the person is: on the next question's heading,
+    // or on the list of closed questions when none is left.
+    const hadFocus = made.element.contains(document.activeElement);
+    const next = made.element.nextElementSibling || made.element.previousElementSibling;
     made.element.remove();
+    if (hadFocus) {
+      const heading = next && next.querySelector("h2");
+      const target = heading || document.getElementById("closed-heading");
+      if (target) target.focus();
+    }
     const list = document.getElementById("closed");
     list.prepend(closedLine({ open: made.open, closed: closed, at_ms: atMs }));
     refreshEmpty();
@@ -367,16 +409,40 @@
     refreshEmpty();
   }
 
-  function followQuestions() {
+  // Follows the event stream; when the browser gives it up (the console
+  // restarted, the session ended), says whether to log in again, or opens
+  // a new one.
+  function follow(onEvent) {
     const source = new EventSource("/api/events");
     source.addEventListener("open", function () { setStatus("live"); });
-    source.addEventListener("error", function () { setStatus("reconnecting…"); });
+    source.addEventListener("error", function () {
+      if (source.readyState !== EventSource.CLOSED) { setStatus("reconnecting…"); return; }
+      fetch("/api/state", { credentials: "same-origin" }).then(function (response) {
+        if (response.status === 401) {
+          setStatus("");
+          const status = document.getElementById("link-state");
+          if (status) status.replaceChildren(el("a", { href: "/login" }, ["session ended: log in again"]));
+        } else {
+          setStatus("reconnecting…");
+          setTimeout(function () { follow(onEvent); }, 2000);
+        }
+      }, function () {
+        setStatus("the console is not reachable; retrying…");
+        setTimeout(function () { follow(onEvent); }, 2000);
+      });
+    });
+    onEvent(source);
+  }
+
+  function followQuestions() {
+    follow(function (source) {
     source.addEventListener("snapshot", function (event) { snapshot(JSON.parse(event.data)); });
     source.addEventListener("change", function (event) {
       const change = JSON.parse(event.data);
       if (change.type === "asked") addQuestion(change.open);
       else if (change.type === "closed") closeQuestion(change.id, change.closed, change.at_ms);
       else if (change.type === "instances") showInstances(change.instances);
+    });
     });
   }
 
@@ -426,9 +492,7 @@
         reloads.prepend(el("li", {}, [new Date().toLocaleTimeString(), " ", said]));
       });
     });
-    const source = new EventSource("/api/events");
-    source.addEventListener("open", function () { setStatus("live"); });
-    source.addEventListener("error", function () { setStatus("reconnecting…"); });
+    follow(function (source) {
     source.addEventListener("snapshot", function (event) { render(JSON.parse(event.data).instances); });
     source.addEventListener("change", function (event) {
       const change = JSON.parse(event.data);
@@ -438,6 +502,7 @@
           new Date(change.at_ms).toLocaleTimeString(), " ", el("code", {}, [change.instance]), ": ", change.line,
         ]));
       }
+    });
     });
   }
 

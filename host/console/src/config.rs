@@ -6,6 +6,7 @@
 //! listen = "127.0.0.1:8790"          # the page's address (loopback unless allow_remote)
 //! token_file = "console.token"       # a 0600 file of this user's, relative to the config
 //! token_env = "GATEHOUSE_CONSOLE_TOKEN" # else this variable; else a new token, printed once
+//! public_origin = "https://console.example.com" # where a TLS proxy serves it, if one does
 //! ```
 //!
 //! The table's presence is what turns the console on for `gatehouse serve`:
@@ -42,6 +43,10 @@ pub struct ConsoleConfig {
     pub token_file: Option<PathBuf>,
     /// The variable holding the token (default [`DEFAULT_TOKEN_ENV`]).
     pub token_env: Option<String>,
+    /// The origin a proxy in front serves the console at
+    /// (`https://console.example.com`): accepted as `Host` and `Origin`,
+    /// and, when it is HTTPS, the session cookie is `Secure`.
+    pub public_origin: Option<String>,
 }
 
 /// Why the console's settings are unusable.
@@ -60,6 +65,11 @@ pub enum ConsoleConfigError {
         /// What is wrong.
         problem: String,
     },
+    /// `public_origin` is not an origin.
+    #[error(
+        "[console] public_origin = {0:?} is not an origin: give the scheme and host (and port) only, e.g. \"https://console.example.com\""
+    )]
+    PublicOrigin(String),
     /// The token from the variable is unusable.
     #[error("the console token in ${var}: {problem}")]
     TokenVar {
@@ -92,6 +102,27 @@ impl ConsoleConfig {
             return Err(ConsoleConfigError::NotLoopback(listen));
         }
         Ok(listen)
+    }
+
+    /// The public origin, checked: `http` or `https`, a host, and no path,
+    /// query or user.
+    pub fn public_origin(&self) -> Result<Option<url::Url>, ConsoleConfigError> {
+        let Some(text) = &self.public_origin else {
+            return Ok(None);
+        };
+        let refused = || ConsoleConfigError::PublicOrigin(text.clone());
+        let url = url::Url::parse(text).map_err(|_| refused())?;
+        let plain = matches!(url.scheme(), "http" | "https")
+            && url.host_str().is_some()
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.path() == "/"
+            && url.query().is_none()
+            && url.fragment().is_none();
+        if !plain {
+            return Err(refused());
+        }
+        Ok(Some(url))
     }
 
     /// The token: from `token_file` (relative to `config_dir`), else the
@@ -148,6 +179,34 @@ mod tests {
             ..remote
         };
         assert!(allowed.listen().is_ok());
+    }
+
+    #[test]
+    fn a_public_origin_is_only_an_origin() {
+        let with = |origin: &str| ConsoleConfig {
+            public_origin: Some(origin.into()),
+            ..ConsoleConfig::default()
+        };
+        assert!(
+            with("https://console.example.com")
+                .public_origin()
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            with("https://console.example.com:8443/")
+                .public_origin()
+                .is_ok()
+        );
+        for bad in [
+            "console.example.com",
+            "https://console.example.com/x",
+            "ftp://x",
+            "https://u@x",
+        ] {
+            assert!(with(bad).public_origin().is_err(), "{bad}");
+        }
+        assert!(ConsoleConfig::default().public_origin().unwrap().is_none());
     }
 
     #[test]

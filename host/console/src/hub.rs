@@ -20,9 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::question::{
-    Action, Ask, Closed, ModuleVerdict, Open, Question, Reply, bounded, url_host,
-};
+use crate::question::{Action, Ask, Closed, Open, Question, Reply, bounded, url_host};
 use crate::status::InstanceStatus;
 use crate::wire::ToInstance;
 
@@ -34,6 +32,10 @@ pub const MAX_OPEN: usize = 1024;
 
 /// How many closed questions the console remembers for its pages.
 pub const RECENTLY_CLOSED: usize = 64;
+
+/// How much earlier than the instance's wait the console's deadline for an
+/// answer is, at most (a tenth of the time, for short waits).
+pub const DEADLINE_MARGIN_MS: u64 = 250;
 
 /// Instances attached at once.
 pub const MAX_INSTANCES: usize = 256;
@@ -312,7 +314,7 @@ impl Hub {
         question: Question,
     ) -> Result<(), AskError> {
         let now = now_ms();
-        let question = bounded_question(question);
+        let question = question.bounded();
         let mut state = self.state();
         let State {
             attached,
@@ -340,7 +342,13 @@ impl Hub {
         let entry = Open {
             id: id.clone(),
             instance: asker.instance.clone(),
-            deadline_ms: now.saturating_add(question.timeout_ms),
+            // A little before the instance's own end of the wait, so that
+            // an answer the console takes still finds it waiting.
+            deadline_ms: now.saturating_add(
+                question
+                    .timeout_ms
+                    .saturating_sub((question.timeout_ms / 10).min(DEADLINE_MARGIN_MS)),
+            ),
             question,
             url_host,
             asked_at_ms: now,
@@ -391,6 +399,13 @@ impl Hub {
             return Err(AnswerError::TooLate);
         }
         let reply = checked_reply(&entry.open.question.ask, reply)?;
+        let size = serde_json::to_string(&reply).map_or(usize::MAX, |text| text.len());
+        if size > crate::wire::MAX_LINE / 2 {
+            return Err(AnswerError::Invalid(format!(
+                "the answer is {size} bytes; the console takes at most {}",
+                crate::wire::MAX_LINE / 2
+            )));
+        }
         let local = entry.local;
         let Some(asker) = state.attached.get(&entry.attachment) else {
             return Err(AnswerError::InstanceGone);
@@ -529,37 +544,6 @@ pub fn checked_reply(ask: &Ask, reply: Reply) -> Result<Reply, AnswerError> {
             content: None,
         }),
     }
-}
-
-/// A question with its text cut to the console's bounds.
-fn bounded_question(mut question: Question) -> Question {
-    question.server = bounded(&question.server);
-    question.why = bounded(&question.why);
-    question.ask = match question.ask {
-        Ask::Form {
-            message,
-            requested_schema,
-        } => Ask::Form {
-            message: bounded(&message),
-            requested_schema,
-        },
-        Ask::Url { message, url } => Ask::Url {
-            message: bounded(&message),
-            url: bounded(&url),
-        },
-    };
-    question.verdicts = question
-        .verdicts
-        .into_iter()
-        .take(64)
-        .map(|verdict| ModuleVerdict {
-            module: bounded(&verdict.module),
-            outcome: bounded(&verdict.outcome),
-            rationale: verdict.rationale.as_deref().map(bounded),
-            risk: verdict.risk.as_deref().map(bounded),
-        })
-        .collect();
-    question
 }
 
 /// A fresh random id for a question (hex of 96 random bits).

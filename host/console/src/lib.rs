@@ -23,6 +23,7 @@
 //!     socket: ".gatehouse/console.sock".into(),
 //!     token,
 //!     audit_log: None,
+//!     public_origin: None,
 //! })
 //! .await?;
 //! println!("open http://{} and log in with {text}", running.address());
@@ -62,6 +63,8 @@ pub struct ConsoleOptions {
     pub token: web::auth::Token,
     /// The audit log the audit page reads.
     pub audit_log: Option<PathBuf>,
+    /// The origin a TLS proxy in front serves the console at, if one does.
+    pub public_origin: Option<url::Url>,
 }
 
 /// Why the console did not start.
@@ -138,13 +141,19 @@ pub async fn start(options: ConsoleOptions) -> Result<Running, ConsoleError> {
     })?;
     let hub = Arc::new(hub::Hub::new());
     let stop = CancellationToken::new();
-    let web = Arc::new(web::Web::new(
-        hub.clone(),
-        options.token,
-        options.audit_log,
-        stop.clone(),
-    ));
-    let app = web::router(web, web::guard::Hosts::for_address(address));
+    let secure = options
+        .public_origin
+        .as_ref()
+        .is_some_and(|origin| origin.scheme() == "https");
+    let web = Arc::new(
+        web::Web::new(hub.clone(), options.token, options.audit_log, stop.clone())
+            .with_secure_cookie(secure),
+    );
+    let mut hosts = web::guard::Hosts::for_address(address);
+    if let Some(origin) = &options.public_origin {
+        hosts = hosts.with_public_origin(origin);
+    }
+    let app = web::router(web, hosts);
     let serving = {
         let stop = stop.clone();
         tokio::spawn(async move {

@@ -189,6 +189,20 @@ impl Link {
     pub async fn ask(&self, question: Question) -> Result<Answered, LinkError> {
         let connection = self.connected().await?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let line = wire::line(&ToConsole::Ask {
+            id,
+            question: Box::new(question.bounded()),
+        })
+        .map_err(|error| LinkError::Refused(format!("the question cannot be encoded: {error}")))?;
+        // Never a line the console would close the connection for (and so
+        // drop every other question of this instance): refused here.
+        if line.len() > wire::MAX_LINE {
+            return Err(LinkError::Refused(format!(
+                "the question is {} bytes, more than the console takes ({} bytes): its schema is too large to show",
+                line.len(),
+                wire::MAX_LINE
+            )));
+        }
         let (answer, answered) = oneshot::channel();
         connection
             .waiting
@@ -200,15 +214,12 @@ impl Link {
             id,
             armed: true,
         };
-        let line = wire::line(&ToConsole::Ask {
-            id,
-            question: Box::new(question),
-        })
-        .map_err(|error| LinkError::Refused(format!("the question cannot be encoded: {error}")))?;
         if connection.outgoing.send(line).await.is_err() {
             return Err(LinkError::Gone);
         }
+        // Biased: an answer that came with the connection's end still counts.
         let result = tokio::select! {
+            biased;
             answered = answered => answered.unwrap_or(Err(LinkError::Gone)),
             () = connection.closed.cancelled() => Err(LinkError::Gone),
         };

@@ -171,6 +171,79 @@ pub fn url_host(url: &str) -> Option<String> {
     })
 }
 
+/// The longest arguments of the agent's call shown in full, as JSON text;
+/// longer ones are shown cut, as text ([`CallLabel::new`]).
+pub const MAX_ARGUMENTS: usize = 64 * 1024;
+
+/// The most module verdicts a question carries.
+pub const MAX_VERDICTS: usize = 64;
+
+impl Question {
+    /// The question with its text cut to the console's bounds: strings to
+    /// [`MAX_TEXT`], the call's arguments to [`MAX_ARGUMENTS`], at most
+    /// [`MAX_VERDICTS`] verdicts. The instance cuts before it sends, and the
+    /// console again when it receives.
+    pub fn bounded(mut self) -> Question {
+        self.server = bounded(&self.server);
+        self.why = bounded(&self.why);
+        self.ask = match self.ask {
+            Ask::Form {
+                message,
+                requested_schema,
+            } => Ask::Form {
+                message: bounded(&message),
+                requested_schema,
+            },
+            Ask::Url { message, url } => Ask::Url {
+                message: bounded(&message),
+                url: bounded(&url),
+            },
+        };
+        self.client = self.client.map(|client| ClientLabel {
+            name: bounded(&client.name),
+            version: bounded(&client.version),
+        });
+        self.call = self
+            .call
+            .map(|call| CallLabel::new(&call.name, call.arguments.as_ref()));
+        self.verdicts.truncate(MAX_VERDICTS);
+        for verdict in &mut self.verdicts {
+            verdict.module = bounded(&verdict.module);
+            verdict.outcome = bounded(&verdict.outcome);
+            verdict.rationale = verdict.rationale.as_deref().map(bounded);
+            verdict.risk = verdict.risk.as_deref().map(bounded);
+        }
+        self
+    }
+}
+
+impl CallLabel {
+    /// The call `name` with `arguments`, cut: arguments longer than
+    /// [`MAX_ARGUMENTS`] as JSON text become a string of their start, marked
+    /// with their whole size.
+    pub fn new(name: &str, arguments: Option<&Value>) -> CallLabel {
+        let arguments = arguments.map(|arguments| {
+            let text = serde_json::to_string(arguments).unwrap_or_default();
+            if text.len() <= MAX_ARGUMENTS {
+                return arguments.clone();
+            }
+            let mut end = MAX_ARGUMENTS;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            Value::String(format!(
+                "{}… [cut: {} bytes of arguments in all]",
+                &text[..end],
+                text.len()
+            ))
+        });
+        CallLabel {
+            name: bounded(name),
+            arguments,
+        }
+    }
+}
+
 /// `text` cut to [`MAX_TEXT`] bytes on a character boundary, marked when cut.
 pub fn bounded(text: &str) -> String {
     if text.len() <= MAX_TEXT {
@@ -209,6 +282,22 @@ mod tests {
         );
         assert_eq!(url_host("not a url"), None);
         assert_eq!(url_host("mailto:a@example.com"), None);
+    }
+
+    #[test]
+    fn huge_arguments_are_shown_cut() {
+        let big = serde_json::json!({"content": "x".repeat(2 * 1024 * 1024)});
+        let label = CallLabel::new("write_file", Some(&big));
+        let shown = label.arguments.unwrap();
+        let text = shown.as_str().unwrap();
+        assert!(text.len() < MAX_ARGUMENTS + 100);
+        assert!(
+            text.ends_with("bytes of arguments in all]"),
+            "{}",
+            &text[text.len() - 60..]
+        );
+        let small = serde_json::json!({"branch": "main"});
+        assert_eq!(CallLabel::new("x", Some(&small)).arguments, Some(small));
     }
 
     #[test]

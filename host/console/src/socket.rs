@@ -29,6 +29,9 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
 
+/// How long an ended connection's writer may take to write what is queued.
+const WRITER_GRACE: Duration = Duration::from_secs(1);
+
 /// Answers waiting to be written to one instance.
 const ANSWER_BACKLOG: usize = 1024;
 
@@ -217,7 +220,13 @@ async fn connection(stream: UnixStream, hub: Arc<Hub>) {
             }
         }
     }
+    // The hub's sender goes with the instance, ours here: the writer
+    // finishes what is queued (an answer given just now) and ends.
     hub.detach(attachment);
-    writer.abort();
+    drop(to_instance);
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(WRITER_GRACE, writer).await.is_err() {
+        abort.abort();
+    }
     tracing::info!(instance = %Escaped(&instance), "an instance left the console");
 }

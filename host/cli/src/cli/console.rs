@@ -39,7 +39,7 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
                 Escaped(&args.config.display().to_string())
             );
         }
-        let running = start(&config, args.listen.as_deref()).await?;
+        let running = start(&config, args.listen.as_deref(), false).await?;
         // The address on stdout, for scripts; how to log in is on stderr.
         println!("console on http://{}/", running.address());
         stop.requested_now().await;
@@ -50,25 +50,38 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Starts the console of `config` on `listen` (else `[console] listen`),
-/// and says on stderr where it is and how to log in (the token itself only
-/// when it was made here, once).
-pub async fn start(config: &Config, listen: Option<&str>) -> anyhow::Result<Running> {
+/// and says on stderr where it is and how to log in. A token made here is
+/// printed once, unless the console is `hosted` by `gatehouse serve`, whose
+/// stderr an MCP client may keep in its logs: then it is written to
+/// `.gatehouse/console-token` (0600) beside the config instead.
+pub async fn start(config: &Config, listen: Option<&str>, hosted: bool) -> anyhow::Result<Running> {
     let settings = config.console.clone().unwrap_or_default();
     let settings = ConsoleConfig {
         listen: listen.map(str::to_owned).or(settings.listen.clone()),
         ..settings
     };
     let listen = settings.listen()?;
+    let public_origin = settings.public_origin()?;
     let (token, origin) = settings.token(config.base_dir())?;
     let running = gatehouse_console::start(ConsoleOptions {
         listen,
         socket: config.console_socket(),
         token,
         audit_log: Some(config.audit_log_path()),
+        public_origin,
     })
     .await?;
     let address = running.address();
     match origin {
+        TokenOrigin::Generated(text) if hosted => {
+            let file = config.base_dir().join(".gatehouse/console-token");
+            gatehouse_base::private_fs::replace(&file, &[text.as_bytes(), b"\n"], false)
+                .with_context(|| format!("cannot write the console token to {}", file.display()))?;
+            eprintln!(
+                "gatehouse console: http://{address}/ — log in with the token in {} (new at every start)",
+                Escaped(&file.display().to_string())
+            );
+        }
         TokenOrigin::Generated(text) => eprintln!(
             "gatehouse console: http://{address}/ — log in with the token {text} (new at every start; set ${} or [console] token_file to keep one)",
             gatehouse_console::config::DEFAULT_TOKEN_ENV

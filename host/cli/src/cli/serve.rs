@@ -119,7 +119,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let hosted = match &args.console {
         Some(listen) => {
             let listen = Some(listen.as_str()).filter(|listen| !listen.is_empty());
-            match super::console::start(&config, listen).await {
+            match super::console::start(&config, listen, true).await {
                 Ok(running) => Some(running),
                 Err(error) => match error.downcast_ref::<gatehouse_console::ConsoleError>() {
                     Some(gatehouse_console::ConsoleError::Socket(

@@ -348,6 +348,18 @@ async fn what_is_not_the_consoles_own_session_gets_nothing() {
         assert_eq!(response.status().as_u16(), 401, "{path}");
     }
     let session = Session::login(&base, TOKEN).await.expect("login");
+    // A cookie planted by a page on another port of this host (cookies do
+    // not keep ports apart) does not hide the real one.
+    let planted = http
+        .get(format!("{base}/api/state"))
+        .header(
+            "cookie",
+            format!("gatehouse_console=planted; {}", session.cookie),
+        )
+        .send()
+        .await
+        .expect("state");
+    assert_eq!(planted.status().as_u16(), 200);
     let gateway = HttpGateway::start(&config);
     let client = std::sync::Arc::new(().serve(gateway.transport()).await.expect("initialize"));
     let call = elicit(&client, name_form("attacked"));

@@ -281,6 +281,25 @@ async fn hostile_text_stays_text_and_decline_and_cancel_reach_the_server() {
     focused.send_keys("\u{E007}").await.expect("enter");
     let result = declined.await.expect("the call ends");
     assert_eq!(raw_answer(&result)["action"], "decline", "{result}");
+    // A schema with options the page cannot take at their word (a bare
+    // string, a number, null; rmcp's typed parse may drop them before
+    // gatehouse sees them): the question is shown and can be answered.
+    let odd = json!({
+        "message": "odd options",
+        "requestedSchema": {"type": "object", "properties": {
+            "pick": {"type": "string", "oneOf": ["x", 7, null, {"const": "a", "title": "A"}]}}}
+    });
+    let odd_call = elicit(&client, odd);
+    let message = person.wait_for("article.question .message").await;
+    assert_eq!(message.text().await.expect("text"), "odd options");
+    person
+        .wait_for("article.question button.cancel")
+        .await
+        .click()
+        .await
+        .expect("cancel");
+    let result = odd_call.await.expect("the call ends");
+    assert!(result.contains("cancel"), "{result}");
     // A URL: shown with its real host, never opened or linked.
     let url = json!({
         "mode": "url",

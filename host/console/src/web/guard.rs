@@ -23,9 +23,13 @@ use gatehouse_base::escape::Escaped;
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/// The `Host` values the console answers to.
+/// The `Host` values the console answers to, and the origins of its pages.
 #[derive(Debug, Clone)]
-pub struct Hosts(Vec<String>);
+pub struct Hosts {
+    hosts: Vec<String>,
+    /// The origin the console is reached at through a proxy, if any.
+    public_origin: Option<String>,
+}
 
 impl Hosts {
     /// The hosts of a console bound to `bound` (an address with its real
@@ -41,18 +45,46 @@ impl Hosts {
         }
         hosts.sort();
         hosts.dedup();
-        Hosts(hosts)
+        Hosts {
+            hosts,
+            public_origin: None,
+        }
+    }
+
+    /// Also answers to `origin` (`https://console.example.com`, where a
+    /// proxy in front serves the console): its host as `Host`, and exactly
+    /// it as `Origin`.
+    pub fn with_public_origin(mut self, origin: &url::Url) -> Hosts {
+        let serialized = origin.origin().ascii_serialization();
+        if let Some((_, host)) = serialized.split_once("://") {
+            self.hosts.push(host.to_owned());
+        }
+        self.public_origin = Some(serialized);
+        self
     }
 
     /// Whether `host` is one of them (ASCII case-insensitive).
     pub fn allows(&self, host: &str) -> bool {
-        self.0
+        self.hosts
             .iter()
             .any(|allowed| allowed.eq_ignore_ascii_case(host))
     }
 
-    /// Whether `origin` is `http://` one of them.
+    /// Whether `origin` is the public origin, or `http://` one of the
+    /// console's own addresses (not the public host over plain HTTP).
     pub fn allows_origin(&self, origin: &str) -> bool {
+        if let Some(public) = &self.public_origin {
+            if public.eq_ignore_ascii_case(origin) {
+                return true;
+            }
+            if public.split_once("://").is_some_and(|(_, host)| {
+                origin
+                    .strip_prefix("http://")
+                    .is_some_and(|o| o.eq_ignore_ascii_case(host))
+            }) {
+                return false;
+            }
+        }
         origin
             .strip_prefix("http://")
             .is_some_and(|host| self.allows(host))
@@ -229,5 +261,28 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_public_origin_is_the_one_a_proxy_serves() {
+        let public = url::Url::parse("https://console.example.com").unwrap();
+        let hosts =
+            Hosts::for_address("127.0.0.1:8790".parse().unwrap()).with_public_origin(&public);
+        let proxied = [
+            ("host", "console.example.com"),
+            ("origin", "https://console.example.com"),
+        ];
+        assert!(check(&hosts, &Method::POST, &headers(&proxied)).is_ok());
+        // Plain HTTP on the public name is another origin.
+        let downgraded = [
+            ("host", "console.example.com"),
+            ("origin", "http://console.example.com"),
+        ];
+        assert!(check(&hosts, &Method::POST, &headers(&downgraded)).is_err());
+        let local = [
+            ("host", "127.0.0.1:8790"),
+            ("origin", "http://127.0.0.1:8790"),
+        ];
+        assert!(check(&hosts, &Method::POST, &headers(&local)).is_ok());
     }
 }

@@ -52,6 +52,10 @@ pub struct Web {
     sessions: Sessions,
     audit_log: Option<PathBuf>,
     stop: tokio_util::sync::CancellationToken,
+    /// Logins being checked ([`auth::MAX_LOGINS_AT_ONCE`]).
+    logins: Arc<tokio::sync::Semaphore>,
+    /// Whether the session cookie is `Secure` (served through HTTPS).
+    secure_cookie: bool,
 }
 
 impl std::fmt::Debug for Web {
@@ -76,14 +80,27 @@ impl Web {
             sessions: Sessions::default(),
             audit_log,
             stop,
+            logins: Arc::new(tokio::sync::Semaphore::new(auth::MAX_LOGINS_AT_ONCE)),
+            secure_cookie: false,
         }
     }
 
-    /// The session a request's cookie belongs to.
+    /// Marks the session cookie `Secure` (the console is reached through
+    /// HTTPS, `[console] public_origin`).
+    pub fn with_secure_cookie(mut self, secure: bool) -> Web {
+        self.secure_cookie = secure;
+        self
+    }
+
+    /// The session a request's cookie belongs to. Every `gatehouse_console`
+    /// cookie the request carries is tried: a page on another port of the
+    /// same host can plant one (cookies do not keep ports apart), and it
+    /// must not hide the real one.
     fn session(&self, headers: &HeaderMap) -> Option<(Session, String)> {
-        let cookie = cookie(headers)?;
-        let session = self.sessions.session(&cookie)?;
-        Some((session, cookie))
+        cookies(headers).find_map(|cookie| {
+            let session = self.sessions.session(&cookie)?;
+            Some((session, cookie))
+        })
     }
 }
 
@@ -109,15 +126,15 @@ pub fn router(web: Arc<Web>, hosts: guard::Hosts) -> Router {
         ))
 }
 
-/// The value of the session cookie in `headers`, if any.
-fn cookie(headers: &HeaderMap) -> Option<String> {
+/// The values of every session cookie in `headers`.
+fn cookies(headers: &HeaderMap) -> impl Iterator<Item = String> + '_ {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .filter(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value.to_owned())
 }
 
@@ -218,7 +235,7 @@ async fn questions_page(State(web): State<Arc<Web>>, headers: HeaderMap) -> Resp
 <p id="instances" class="muted"></p>
 <p id="empty" class="muted">No questions are waiting.</p>
 <div id="questions" aria-live="polite"></div>
-<h2>Recently closed</h2>
+<h2 id="closed-heading" tabindex="-1">Recently closed</h2>
 <ol id="closed" class="closed"></ol>"#,
     )
 }
@@ -295,12 +312,22 @@ struct LoginForm {
 }
 
 async fn login(State(web): State<Arc<Web>>, Form(form): Form<LoginForm>) -> Response {
+    // A flood of logins gets refused unchecked, never a lockout of the
+    // right token once it is checked.
+    let Ok(_checking) = web.logins.clone().try_acquire_owned() else {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            login_form(Some("Too many logins at once; try again.")),
+        )
+            .into_response();
+    };
     match web.sessions.login(&web.token, &form.token) {
         Ok((session, cookie)) => {
             tracing::info!(session = %session.id, "a console session started");
             let set_cookie = format!(
-                "{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-                auth::SESSION_LIFETIME.as_secs()
+                "{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+                auth::SESSION_LIFETIME.as_secs(),
+                if web.secure_cookie { "; Secure" } else { "" }
             );
             (
                 StatusCode::SEE_OTHER,
@@ -313,17 +340,13 @@ async fn login(State(web): State<Arc<Web>>, Form(form): Form<LoginForm>) -> Resp
         }
         Err(auth::LoginRefused::WrongToken) => {
             tracing::warn!("a console login with a wrong token");
+            tokio::time::sleep(auth::WRONG_TOKEN_DELAY).await;
             (
                 StatusCode::UNAUTHORIZED,
                 login_form(Some("That is not the console's token.")),
             )
                 .into_response()
         }
-        Err(auth::LoginRefused::TooMany) => (
-            StatusCode::TOO_MANY_REQUESTS,
-            login_form(Some("Too many wrong tokens; wait a minute.")),
-        )
-            .into_response(),
     }
 }
 

@@ -394,10 +394,7 @@ fn console_question(
                 name: name.name,
                 version: name.version,
             }),
-        call: call.map(|call| console::CallLabel {
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        }),
+        call: call.map(|call| console::CallLabel::new(&call.name, call.arguments.as_ref())),
         verdicts: steps
             .iter()
             .map(|step| console::ModuleVerdict {
