@@ -2,7 +2,8 @@
 //! (`.gatehouse/control/<instance>.sock` beside the config; several
 //! instances may serve one config, and none takes another's socket):
 //! `gatehouse reload` sends the line `reload` to each ([`request_each`]) and
-//! gets one line back, `ok ...` or `error: ...`.
+//! gets one line back, `ok ...` or `error: ...`; `gatehouse status` sends
+//! `status` and gets the instance's state as one JSON line.
 //!
 //! Only the server's own user gets in, three times over:
 //!
@@ -67,14 +68,18 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// connection slots.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
-/// The longest answer line a client reads.
-pub const MAX_ANSWER_LINE: u64 = 64 * 1024;
+/// The longest answer line a client reads (a status with many modules and
+/// backends).
+pub const MAX_ANSWER_LINE: u64 = 1024 * 1024;
 
 /// What a client can ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request {
     /// Reopen the audit log, rebuild and swap the chain and settings.
     Reload,
+    /// The instance's state as one JSON line (`gatehouse status`): the
+    /// chain with its digests, the backends, what is in flight.
+    Status,
 }
 
 impl Request {
@@ -82,7 +87,10 @@ impl Request {
     pub fn parse(line: &str) -> Result<Request, String> {
         match line.trim() {
             "reload" => Ok(Request::Reload),
-            other => Err(format!("unknown command {other:?}; try `reload`")),
+            "status" => Ok(Request::Status),
+            other => Err(format!(
+                "unknown command {other:?}; try `reload` or `status`"
+            )),
         }
     }
 
@@ -90,6 +98,7 @@ impl Request {
     pub fn line(self) -> &'static str {
         match self {
             Request::Reload => "reload",
+            Request::Status => "status",
         }
     }
 }

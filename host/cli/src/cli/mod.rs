@@ -16,6 +16,7 @@ mod plugins;
 mod reload;
 mod review;
 mod serve;
+mod status;
 mod stop;
 
 use std::process::ExitCode;
@@ -48,6 +49,7 @@ enum Command {
     Console(console::ConsoleArgs),
     Demo(demo::DemoArgs),
     Reload(reload::ReloadArgs),
+    Status(status::StatusArgs),
     Bench(bench::BenchArgs),
     Plugins(plugins::PluginsArgs),
     New(new::NewArgs),
@@ -110,6 +112,7 @@ impl Cli {
             | Command::Serve(_)
             | Command::Console(_)
             | Command::Reload(_)
+            | Command::Status(_)
             | Command::Plugins(_)
             | Command::New(_)
             | Command::Init(_)
@@ -132,6 +135,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Console(args) => console::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Reload(args) => reload::run(args),
+        Command::Status(args) => status::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Plugins(args) => plugins::run(args),
         Command::New(args) => new::run(args),

@@ -27,7 +27,7 @@ pub struct ReloadArgs {
     instance: Option<String>,
 }
 
-fn instance_id(text: &str) -> Result<String, String> {
+pub(super) fn instance_id(text: &str) -> Result<String, String> {
     if gatehouse_gateway::instance::is_id(text) {
         Ok(text.to_owned())
     } else {

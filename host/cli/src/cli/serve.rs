@@ -215,25 +215,42 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         watched.invalidate();
     })?;
     let control_socket = config.control_socket(&instance);
+    // What this instance is running, for `gatehouse status` (the control
+    // socket) and the console: set once the runtime is up.
+    let status_line = Arc::new(std::sync::OnceLock::<StatusLine>::new());
     let reloads = spawn_reloads(
         reloader.clone(),
         file.clone(),
         mcp.clone(),
         audit.clone(),
         &control_socket,
+        status_line.clone(),
     )?;
-    // Attached to the console from the start (it lists this instance, its
-    // modules and backends, and may ask it to reload).
-    let stop_console_link = tokio_util::sync::CancellationToken::new();
-    if let Some(link) = &console_link {
+    let status: gatehouse_console::link::StatusSource = {
         let (file, router, mcp) = (file.clone(), router.clone(), mcp.clone());
-        link.set_status(Arc::new(move || {
+        Arc::new(move || {
             gatehouse_gateway::console_status::instance_status(
                 &file.current(),
                 &router,
                 &mcp.snapshot(),
             )
-        }));
+        })
+    };
+    {
+        let (status, instance) = (status.clone(), instance.clone());
+        let line: StatusLine = Arc::new(move || {
+            let mut json = serde_json::to_value(status()).unwrap_or_default();
+            json["instance"] = serde_json::Value::String(instance.clone());
+            json["pid"] = serde_json::Value::from(std::process::id());
+            json.to_string()
+        });
+        let _ = status_line.set(line);
+    }
+    // Attached to the console from the start (it lists this instance, its
+    // modules and backends, and may ask it to reload).
+    let stop_console_link = tokio_util::sync::CancellationToken::new();
+    if let Some(link) = &console_link {
+        link.set_status(status.clone());
         let asked = reloads.asked.clone();
         link.set_reload(Arc::new(move || {
             asked(gatehouse_gateway::control::Request::Reload)
@@ -296,6 +313,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     served.map(|()| ExitCode::SUCCESS)
 }
 
+/// The instance's state as the one JSON line `gatehouse status` prints.
+type StatusLine = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// What keeps reloads coming: the file watcher, the SIGHUP task and the
 /// control socket.
 struct Reloads {
@@ -332,6 +352,7 @@ fn spawn_reloads(
     mcp: McpRuntime,
     audit: Arc<AuditLog>,
     socket: &std::path::Path,
+    status: Arc<std::sync::OnceLock<StatusLine>>,
 ) -> anyhow::Result<Reloads> {
     use gatehouse_gateway::control::{Handler, Request};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -376,7 +397,15 @@ fn spawn_reloads(
     let handler: Handler = {
         let coalescer = coalescer.clone();
         let audit = audit.clone();
+        let status = status.clone();
         Arc::new(move |request| match request {
+            Request::Status => {
+                let line = status
+                    .get()
+                    .map(|status| status())
+                    .unwrap_or_else(|| "error: still starting".to_owned());
+                Box::pin(async move { line })
+            }
             Request::Reload => {
                 let audit = audit.clone();
                 let coalescer = coalescer.clone();

@@ -223,3 +223,70 @@ async fn the_control_socket_caps_the_line_and_coalesces_reloads() {
         "{reloads} reloads for 12 requests"
     );
 }
+
+/// `gatehouse status` asks each instance on the config through its control
+/// socket: the chain with its digest, the backend's state, in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_names_each_instance_its_chain_and_its_backends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path());
+    let config_arg = config.to_str().expect("utf-8").to_owned();
+    // Nothing running: said, and exit 1.
+    let none = crate::paths::gatehouse(&["status", "--config", &config_arg]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("no gatehouse serve is running"),
+        "{none:?}"
+    );
+    let first = HttpGateway::start(&config);
+    let second = HttpGateway::start(&config);
+    for gateway in [&first, &second] {
+        let client = ().serve(gateway.transport()).await.expect("initialize");
+        client.list_all_tools().await.expect("tools");
+    }
+    let status = || {
+        let output =
+            crate::paths::gatehouse(&["status", "--config", &config_arg, "--format", "json"]);
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice::<Value>(&output.stdout).expect("JSON")
+    };
+    wait_for("both backends connected", || {
+        status()["instances"].as_array().is_some_and(|all| {
+            all.len() == 2
+                && all
+                    .iter()
+                    .all(|one| one["backends"][0]["state"] == "connected")
+        })
+    })
+    .await;
+    let reported = status();
+    for instance in reported["instances"].as_array().expect("instances") {
+        assert!(
+            gatehouse_gateway::instance::is_id(instance["instance"].as_str().unwrap_or("")),
+            "{instance}"
+        );
+        assert_eq!(
+            instance["modules"][0]["name"], "gatehouse_guardian",
+            "{instance}"
+        );
+        assert_eq!(instance["modules"][0]["mode"], "live", "{instance}");
+        assert_eq!(
+            instance["modules"][0]["digest"].as_str().map(str::len),
+            Some(64)
+        );
+        assert_eq!(instance["backends"][0]["name"], "git", "{instance}");
+        assert_eq!(instance["in_flight"], 0, "{instance}");
+        assert!(instance["pid"].as_u64().is_some(), "{instance}");
+    }
+    // For people: one block per instance.
+    let text = crate::paths::gatehouse(&["status", "--config", &config_arg]);
+    assert!(text.status.success(), "{text:?}");
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(
+        said.matches("module gatehouse_guardian (live) sha256 ")
+            .count(),
+        2,
+        "{said}"
+    );
+    assert_eq!(said.matches("backend git: connected").count(), 2, "{said}");
+}
