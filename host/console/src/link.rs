@@ -110,8 +110,8 @@ pub struct Link {
     instance: String,
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
     next_id: AtomicU64,
-    status: std::sync::OnceLock<StatusSource>,
-    reload: std::sync::OnceLock<ReloadHandler>,
+    status: Mutex<Option<StatusSource>>,
+    reload: Mutex<Option<ReloadHandler>>,
 }
 
 impl std::fmt::Debug for Link {
@@ -133,21 +133,34 @@ impl Link {
             instance: instance.into(),
             connection: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
-            status: std::sync::OnceLock::new(),
-            reload: std::sync::OnceLock::new(),
+            status: Mutex::new(None),
+            reload: Mutex::new(None),
         }
     }
 
     /// Reports `source`'s status to the console on every connection and,
-    /// with [`Link::keep_attached`], whenever it changes. Set once.
+    /// with [`Link::keep_attached`], whenever it changes.
     pub fn set_status(&self, source: StatusSource) {
-        let _ = self.status.set(source);
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = Some(source);
     }
 
-    /// Runs `handler` when an operator asks the console for a reload. Set
-    /// once.
+    /// Runs `handler` when an operator asks the console for a reload.
     pub fn set_reload(&self, handler: ReloadHandler) {
-        let _ = self.reload.set(handler);
+        *self.reload.lock().unwrap_or_else(PoisonError::into_inner) = Some(handler);
+    }
+
+    /// Forgets the status source and the reload handler: call it when the
+    /// instance shuts down, since they hold what holds this link.
+    pub fn detach_instance(&self) {
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.reload.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    fn status_source(&self) -> Option<StatusSource> {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Keeps the instance attached while `stop` is not cancelled, so that
@@ -159,7 +172,7 @@ impl Link {
         let mut sent: Option<(usize, InstanceStatus)> = None;
         loop {
             if let Ok(connection) = self.connected().await
-                && let Some(source) = self.status.get()
+                && let Some(source) = self.status_source()
             {
                 let status = source();
                 let key = Arc::as_ptr(&connection) as usize;
@@ -265,7 +278,7 @@ impl Link {
         })
         .map_err(|error| LinkError::Refused(error.to_string()))?;
         let _ = outgoing.try_send(hello);
-        if let Some(source) = self.status.get()
+        if let Some(source) = self.status_source()
             && let Ok(line) = wire::line(&ToConsole::Status {
                 status: Box::new(source()),
             })
@@ -285,7 +298,12 @@ impl Link {
         }
         {
             let (closed, waiting) = (closed.clone(), waiting.clone());
-            let (reload, replies) = (self.reload.get().cloned(), outgoing.clone());
+            let reload = self
+                .reload
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            let replies = outgoing.clone();
             tokio::spawn(async move {
                 let mut reader = BufReader::new(read);
                 let mut buffer = Vec::new();

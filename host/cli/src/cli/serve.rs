@@ -291,6 +291,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // kills gatehouse soon after, before the drain ends, leaves none behind.
     reloads.stop();
     stop_console_link.cancel();
+    // What reports this instance holds the router and the MCP runtime, and
+    // the router holds the link: let go, so that the servers stop below.
+    if let Some(link) = &console_link {
+        link.detach_instance();
+    }
+    drop(status);
+    drop(status_line);
     let _ = std::fs::remove_file(&control_socket);
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
