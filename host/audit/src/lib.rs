@@ -127,6 +127,11 @@ impl DecidedBy {
             DecidedBy::Unhandled => "unhandled",
         }
     }
+
+    /// The value `name` names (as [`DecidedBy::name`] writes it).
+    pub fn from_name(name: &str) -> Option<DecidedBy> {
+        DecidedBy::ALL.into_iter().find(|by| by.name() == name)
+    }
 }
 
 impl std::fmt::Display for DecidedBy {

@@ -236,8 +236,7 @@ impl Found {
             "server" if self.server.is_none() => self.server = name(),
             "mode" if self.mode.is_none() => self.mode = name(),
             "decided_by" if self.decided_by.is_none() => {
-                self.decided_by = text()
-                    .and_then(|by| DecidedBy::ALL.into_iter().find(|known| known.name() == by));
+                self.decided_by = text().and_then(|by| DecidedBy::from_name(&by));
             }
             "action" if self.action.is_none() => {
                 self.action = text().and_then(|action| Action::from_name(&action));

@@ -64,12 +64,11 @@ impl Filters {
             None => None,
         };
         let decided_by = match given(&self.decided_by) {
-            Some(text) => Some(
-                DecidedBy::ALL
-                    .into_iter()
-                    .find(|by| by.name() == text)
-                    .ok_or_else(|| format!("decided_by {text:?} is not one of guest, person, policy, failure, unhandled"))?,
-            ),
+            Some(text) => Some(DecidedBy::from_name(&text).ok_or_else(|| {
+                format!(
+                    "decided_by {text:?} is not one of guest, person, policy, failure, unhandled"
+                )
+            })?),
             None => None,
         };
         let action = match given(&self.action) {
