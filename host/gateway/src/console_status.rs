@@ -49,12 +49,13 @@ pub fn instance_status(config: &Config, router: &Router, snapshot: &Snapshot) ->
             },
         );
     }
+    // Each server's tools, counted in one pass over the catalog.
+    let mut tools_of: BTreeMap<&str, usize> = BTreeMap::new();
+    for tool in snapshot.tools() {
+        *tools_of.entry(tool.server.as_str()).or_default() += 1;
+    }
     for name in snapshot.connections().keys() {
-        let tools = snapshot
-            .tools()
-            .iter()
-            .filter(|tool| &tool.server == name)
-            .count();
+        let tools = tools_of.get(name.as_str()).copied().unwrap_or(0);
         backends.insert(
             name.clone(),
             BackendStatus {
