@@ -68,9 +68,11 @@ const ABOVE_THE_CORE: &[&str] = &[
     "gatehouse-registry",
     "gatehouse-mcp",
     "gatehouse-console",
+    "gatehouse-telemetry",
     "gatehouse-gateway",
     "gatehouse-bench",
     "gatehouse-fuzzing",
+    "prometheus-client",
 ];
 
 #[test]
@@ -296,6 +298,34 @@ fn the_console_links_no_mcp_gateway_registry_or_cli() {
         &own,
         &["anyhow"],
         "library errors are typed (thiserror); anyhow belongs to the binary",
+    );
+}
+
+#[test]
+fn telemetry_links_no_reviewer_mcp_or_gateway() {
+    let crates = tree("gatehouse-telemetry", &[]);
+    assert!(
+        crates.contains("prometheus-client") && crates.contains("gatehouse-base"),
+        "the tree was read: {crates:?}"
+    );
+    let mut forbidden = vec![
+        "wasmtime",
+        "rmcp",
+        "reqwest",
+        "gatehouse-core",
+        "gatehouse-audit",
+        "gatehouse-mcp",
+        "gatehouse-console",
+        "gatehouse-gateway",
+        "anyhow",
+    ];
+    forbidden.extend(CLI_AND_TOOLING);
+    assert_absent(
+        "gatehouse-telemetry",
+        &crates,
+        &forbidden,
+        "telemetry is metric families, their sums and their exposition: the gateway and the console record \
+         into it, and the reviewer core (which an embedder links) never links an exporter",
     );
 }
 

@@ -411,6 +411,8 @@ struct State {
     /// nothing more is written (every accept becomes a decline) until the
     /// log is reopened.
     failed: Option<String>,
+    /// Why the last write failed, until one succeeds ([`AuditLog::health`]).
+    last_error: Option<String>,
     /// The log is being dropped: the flusher syncs what is left and ends.
     stop: bool,
 }
@@ -458,6 +460,7 @@ impl AuditLog {
                 sink: Sink::File(sink),
                 unsynced: false,
                 failed: None,
+                last_error: None,
                 stop: false,
             }),
             wake: Condvar::new(),
@@ -518,6 +521,7 @@ impl AuditLog {
                     sink: Sink::Memory(Vec::new()),
                     unsynced: false,
                     failed: None,
+                    last_error: None,
                     stop: false,
                 }),
                 wake: Condvar::new(),
@@ -595,8 +599,67 @@ impl AuditLog {
         self.write_line(line)
     }
 
+    /// Appends `line` as [`AuditLog::append_line`] does, remembering whether
+    /// it failed.
+    fn write_line(&self, line: String) -> Result<(), AuditError> {
+        let written = self.append_line(line);
+        self.lock().last_error = written.as_ref().err().map(|error| error.source.to_string());
+        written
+    }
+
+    /// Whether the log takes lines now: `Err` says why not. It does not when
+    /// its last write failed (until one succeeds or the log is reopened), a
+    /// background sync failed, or its path no longer names the file it
+    /// writes (removed or moved away, as by a rotation whose reopen has not
+    /// come yet: its lines would go where nobody reads them).
+    ///
+    /// ```
+    /// use gatehouse_audit::AuditLog;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("audit.jsonl");
+    /// let log = AuditLog::open(&path)?;
+    /// assert!(log.health().is_ok());
+    /// std::fs::remove_file(&path)?;
+    /// assert!(log.health().unwrap_err().contains("no longer names"));
+    /// log.reopen()?;
+    /// assert!(log.health().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn health(&self) -> Result<(), String> {
+        let file = {
+            let state = self.lock();
+            if let Some(failure) = &state.failed {
+                return Err(format!("a background fdatasync failed: {failure}"));
+            }
+            if let Some(error) = &state.last_error {
+                return Err(format!("the last write failed: {error}"));
+            }
+            match &state.sink {
+                Sink::Memory(_) => return Ok(()),
+                Sink::File(sink) if !sink.regular => return Ok(()),
+                Sink::File(sink) => sink.file.clone(),
+            }
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let open = file.metadata().map_err(|error| error.to_string())?;
+            let named = std::fs::symlink_metadata(&self.path).ok();
+            if named.is_none_or(|named| named.dev() != open.dev() || named.ino() != open.ino()) {
+                return Err(format!(
+                    "{} no longer names the open log (removed or moved): reopen it (`gatehouse reload` or SIGHUP)",
+                    gatehouse_base::escape::escape(&self.path.display().to_string())
+                ));
+            }
+        }
+        #[cfg(not(unix))]
+        drop(file);
+        Ok(())
+    }
+
     /// Appends `line` and its newline in one write, synced as configured.
-    fn write_line(&self, mut line: String) -> Result<(), AuditError> {
+    fn append_line(&self, mut line: String) -> Result<(), AuditError> {
         line.push('\n');
         let mut state = self.lock();
         let State {
@@ -712,6 +775,7 @@ impl AuditLog {
             let old = std::mem::replace(sink, fresh);
             state.unsynced = false;
             state.failed = None;
+            state.last_error = None;
             old
         };
         if old.partial > 0 {

@@ -23,6 +23,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::question::{Action, Ask, Closed, Open, Question, Reply, bounded, url_host};
 use crate::status::InstanceStatus;
 use crate::wire::ToInstance;
+use gatehouse_telemetry::totals::Totals;
 
 /// Open questions one instance may have on the console.
 pub const MAX_OPEN_PER_INSTANCE: usize = 256;
@@ -204,6 +205,9 @@ struct State {
 pub struct Hub {
     state: Mutex<State>,
     events: broadcast::Sender<Event>,
+    /// Every instance's metrics, summed for the operator's scrape; an
+    /// instance's counts stay when it detaches.
+    totals: Mutex<Totals>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -225,6 +229,7 @@ impl Hub {
         Hub {
             state: Mutex::new(State::default()),
             events,
+            totals: Mutex::new(Totals::default()),
         }
     }
 
@@ -284,9 +289,13 @@ impl Hub {
     /// Detaches an instance: its questions leave the page.
     pub fn detach(&self, attachment: Attachment) {
         let mut state = self.state();
-        if state.attached.remove(&attachment).is_none() {
+        let Some(detached) = state.attached.remove(&attachment) else {
             return;
-        }
+        };
+        self.totals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ended(&detached.instance);
         let ids: Vec<String> = state
             .open
             .iter()
@@ -440,6 +449,34 @@ impl Hub {
         let instances = Hub::instances(&state);
         drop(state);
         self.publish(Event::Instances { instances });
+    }
+
+    /// Takes an instance's cumulative metrics (checked and bounded by
+    /// [`Totals::update`]).
+    pub fn metrics(&self, attachment: Attachment, snapshot: gatehouse_telemetry::series::Snapshot) {
+        let state = self.state();
+        let Some(attached) = state.attached.get(&attachment) else {
+            return;
+        };
+        let instance = attached.instance.clone();
+        drop(state);
+        self.totals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .update(&instance, snapshot);
+    }
+
+    /// How many instances are attached now.
+    pub fn instance_count(&self) -> usize {
+        self.state().attached.len()
+    }
+
+    /// Every instance's metrics summed, those that ended included.
+    pub fn totals(&self) -> gatehouse_telemetry::series::Snapshot {
+        self.totals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sum()
     }
 
     /// Asks every attached instance to reload; returns how many were asked.

@@ -104,6 +104,12 @@ impl Running {
         &self.hub
     }
 
+    /// A token cancelled when the console is asked to stop, for what is
+    /// served beside it (the telemetry endpoint).
+    pub fn stopping(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
     /// Stops serving (the socket file is removed).
     pub fn stop(&self) {
         self.stop.cancel();

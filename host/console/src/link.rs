@@ -28,6 +28,7 @@ use crate::question::{Question, Reply};
 use crate::status::InstanceStatus;
 use crate::wire::{self, ToConsole, ToInstance};
 use gatehouse_base::private_fs;
+use gatehouse_telemetry::series::Snapshot;
 
 /// Lines waiting to be written to the console.
 const OUTGOING_BACKLOG: usize = 1024;
@@ -77,6 +78,12 @@ struct Connection {
 /// What the instance reports about itself ([`Link::set_status`]).
 pub type StatusSource = Arc<dyn Fn() -> InstanceStatus + Send + Sync>;
 
+/// The instance's cumulative metrics ([`Link::set_metrics`]).
+pub type MetricsSource = Arc<dyn Fn() -> Snapshot + Send + Sync>;
+
+/// How long [`Link::flush_metrics`] waits for its last line to be written.
+const FLUSH_WITHIN: Duration = Duration::from_millis(500);
+
 /// Runs a reload an operator asked for and returns the line `gatehouse
 /// reload` would print ([`Link::set_reload`]).
 pub type ReloadHandler = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Sync>;
@@ -111,6 +118,7 @@ pub struct Link {
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
     next_id: AtomicU64,
     status: Mutex<Option<StatusSource>>,
+    metrics: Mutex<Option<MetricsSource>>,
     reload: Mutex<Option<ReloadHandler>>,
 }
 
@@ -134,6 +142,7 @@ impl Link {
             connection: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
             status: Mutex::new(None),
+            metrics: Mutex::new(None),
             reload: Mutex::new(None),
         }
     }
@@ -142,6 +151,50 @@ impl Link {
     /// with [`Link::keep_attached`], whenever it changes.
     pub fn set_status(&self, source: StatusSource) {
         *self.status.lock().unwrap_or_else(PoisonError::into_inner) = Some(source);
+    }
+
+    /// Reports `source`'s metrics to the console with
+    /// [`Link::keep_attached`] whenever they change, and at
+    /// [`Link::flush_metrics`]; the console sums every instance's.
+    pub fn set_metrics(&self, source: MetricsSource) {
+        *self.metrics.lock().unwrap_or_else(PoisonError::into_inner) = Some(source);
+    }
+
+    fn metrics_line(&self) -> Option<String> {
+        let source = self
+            .metrics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let line = wire::line(&ToConsole::Metrics { snapshot: source() }).ok()?;
+        if line.len() > wire::MAX_LINE {
+            tracing::warn!(
+                bytes = line.len(),
+                "the instance's metrics are over a console line; not sent"
+            );
+            return None;
+        }
+        Some(line)
+    }
+
+    /// Sends the metrics once more and waits (at most half a second) for
+    /// the line to be written: call it as the instance shuts down, so the
+    /// console counts everything it did.
+    pub async fn flush_metrics(&self) {
+        let Some(connection) = self.connection.lock().await.clone() else {
+            return;
+        };
+        if let Some(line) = self.metrics_line() {
+            let _ = connection.outgoing.try_send(line);
+        }
+        let written = async {
+            while connection.outgoing.capacity() < connection.outgoing.max_capacity()
+                && !connection.closed.is_cancelled()
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let _ = tokio::time::timeout(FLUSH_WITHIN, written).await;
     }
 
     /// Runs `handler` when an operator asks the console for a reload.
@@ -153,6 +206,7 @@ impl Link {
     /// instance shuts down, since they hold what holds this link.
     pub fn detach_instance(&self) {
         *self.status.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.metrics.lock().unwrap_or_else(PoisonError::into_inner) = None;
         *self.reload.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
@@ -170,19 +224,26 @@ impl Link {
     /// it changed.
     pub async fn keep_attached(self: Arc<Self>, stop: CancellationToken) {
         let mut sent: Option<(usize, InstanceStatus)> = None;
+        let mut metrics_sent: Option<(usize, String)> = None;
         loop {
-            if let Ok(connection) = self.connected().await
-                && let Some(source) = self.status_source()
-            {
-                let status = source();
+            if let Ok(connection) = self.connected().await {
                 let key = Arc::as_ptr(&connection) as usize;
-                if sent.as_ref() != Some(&(key, status.clone())) {
-                    if let Ok(line) = wire::line(&ToConsole::Status {
-                        status: Box::new(status.clone()),
-                    }) {
-                        let _ = connection.outgoing.try_send(line);
+                if let Some(source) = self.status_source() {
+                    let status = source();
+                    if sent.as_ref() != Some(&(key, status.clone())) {
+                        if let Ok(line) = wire::line(&ToConsole::Status {
+                            status: Box::new(status.clone()),
+                        }) {
+                            let _ = connection.outgoing.try_send(line);
+                        }
+                        sent = Some((key, status));
                     }
-                    sent = Some((key, status));
+                }
+                if let Some(line) = self.metrics_line()
+                    && metrics_sent.as_ref() != Some(&(key, line.clone()))
+                    && connection.outgoing.try_send(line.clone()).is_ok()
+                {
+                    metrics_sent = Some((key, line));
                 }
             }
             tokio::select! {

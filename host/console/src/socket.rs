@@ -210,6 +210,7 @@ async fn connection(stream: UnixStream, hub: Arc<Hub>) {
             }
             Ok(ToConsole::Withdraw { id }) => hub.withdraw(attachment, id),
             Ok(ToConsole::Status { status }) => hub.status(attachment, *status),
+            Ok(ToConsole::Metrics { snapshot }) => hub.metrics(attachment, snapshot),
             Ok(ToConsole::Reloaded { line }) => hub.reloaded(attachment, &line),
             Ok(ToConsole::Hello { .. }) | Err(_) => {
                 tracing::warn!(

@@ -7,7 +7,7 @@
 //! stopped waiting for ([`ToConsole::Withdraw`]). The console sends back
 //! the person's answers ([`ToInstance::Answer`]) and refusals
 //! ([`ToInstance::Refused`]). The instance also reports its modules and
-//! backends ([`ToConsole::Status`]) and reloads when an operator asks
+//! backends ([`ToConsole::Status`]) and its metrics ([`ToConsole::Metrics`]) and reloads when an operator asks
 //! ([`ToInstance::Reload`], answered by [`ToConsole::Reloaded`]). Closing the connection withdraws everything
 //! on either side: the console takes the instance's questions off the page,
 //! and the instance answers what still waited `on_unhandled`.
@@ -48,6 +48,13 @@ pub enum ToConsole {
     Status {
         /// Its state.
         status: Box<InstanceStatus>,
+    },
+    /// The instance's cumulative metrics now (see
+    /// `gatehouse_telemetry::totals`): sent when they changed, and once more
+    /// as it shuts down.
+    Metrics {
+        /// Every counter and histogram, and its gauges.
+        snapshot: gatehouse_telemetry::series::Snapshot,
     },
     /// How a reload the console asked for went.
     Reloaded {

@@ -332,6 +332,14 @@ impl ModelGrant {
         self.budget.as_ref().map(|ledger| ledger.budget())
     }
 
+    /// What the budget still allows in its window now (calls, tokens), if
+    /// the grant has one.
+    pub fn budget_remaining(&self) -> Option<(u32, u64)> {
+        self.budget
+            .as_ref()
+            .map(|ledger| ledger.remaining(Instant::now()))
+    }
+
     /// Asks the model within the grant's budget: a call the budget refuses
     /// is answered [`ModelError::OverBudget`] (no attempt made); one that is
     /// sent counts each of its attempts as a call, and its tokens, when it

@@ -157,6 +157,30 @@ impl BudgetLedger {
         Ok(())
     }
 
+    /// What the window still allows at `now`: calls, then tokens (0 once a
+    /// limit is reached).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use gatehouse_core::model_budget::{BudgetLedger, ModelBudget};
+    ///
+    /// let ledger = BudgetLedger::new(ModelBudget::new(10, 1000, Duration::from_secs(60)));
+    /// let now = Instant::now();
+    /// ledger.admit("m", now).unwrap();
+    /// ledger.spent(250, now);
+    /// assert_eq!(ledger.remaining(now), (9, 750));
+    /// ```
+    pub fn remaining(&self, now: Instant) -> (u32, u64) {
+        let budget = self.budget;
+        let mut spent = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
+        spent.forget_before(now.checked_sub(budget.window));
+        let calls = u32::try_from(spent.calls.len()).unwrap_or(u32::MAX);
+        (
+            budget.calls.saturating_sub(calls),
+            budget.tokens.saturating_sub(spent.token_sum),
+        )
+    }
+
     /// Counts `retries` more requests an admitted call made (its attempts
     /// past the first), at `now`: each costs the budget a call.
     pub fn retried(&self, retries: u32, now: Instant) {

@@ -154,6 +154,12 @@ pub struct Config {
     /// `[elicitations] person` routes to the console there.
     #[serde(default)]
     pub console: Option<gatehouse_console::config::ConsoleConfig>,
+    /// The `[telemetry]` section: the operator address
+    /// ([`gatehouse_telemetry::endpoint`]). Present, every instance on this
+    /// config reports its metrics to the config's console process, which
+    /// serves their sum there, never reset when an instance ends.
+    #[serde(default)]
+    pub telemetry: Option<gatehouse_telemetry::endpoint::EndpointConfig>,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,

@@ -34,6 +34,7 @@ pub mod router;
 mod server;
 pub mod source;
 pub mod stdio;
+pub mod telemetry;
 mod upstream;
 
 pub use forward::Forwarder;

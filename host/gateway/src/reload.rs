@@ -117,7 +117,9 @@ impl Reloader {
     /// it describes, as [`rebuild`](Self::rebuild). Blocking: call it off
     /// the async runtime.
     pub fn reload(&self) -> Result<Reloaded, ReloadError> {
-        let reread = self.config.reread_now()?;
+        let reread = self.config.reread_now().inspect_err(|_| {
+            crate::telemetry::record_swap(self.router.metrics(), false);
+        })?;
         let mut reloaded = self.rebuild()?;
         reloaded.config_changed = reread == Reread::Changed;
         Ok(reloaded)
@@ -127,6 +129,18 @@ impl Reloader {
     /// describes; swaps it and the `[elicitations]` settings in on success.
     /// Blocking: call it off the async runtime.
     pub fn rebuild(&self) -> Result<Reloaded, ReloadError> {
+        let rebuilt = self.build_and_swap();
+        crate::telemetry::record_swap(self.router.metrics(), rebuilt.is_ok());
+        rebuilt
+    }
+
+    /// How the modules loaded so far were compiled (see
+    /// [`gatehouse_core::sandbox::Sandbox::compile_counts`]).
+    pub fn compile_counts(&self) -> gatehouse_core::sandbox::CompileCounts {
+        self.sandbox.compile_counts()
+    }
+
+    fn build_and_swap(&self) -> Result<Reloaded, ReloadError> {
         let started = Instant::now();
         let config = self.config.current();
         let chain = build_checked_chain(&config, &self.sandbox, self.kit.as_ref())?;

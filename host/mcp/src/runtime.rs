@@ -116,7 +116,8 @@ impl Snapshot {
             .and_then(|index| self.tools.get(*index))
     }
 
-    /// Optional servers that failed to start or list, with why.
+    /// Servers that failed to start or list (optional or `required`), with
+    /// why.
     pub fn failures(&self) -> &BTreeMap<String, String> {
         &self.failures
     }
@@ -402,12 +403,14 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
     while let Some(arrival) = arriving.next().await {
         let (connection, tools) = match arrival {
             Arrival::Failed { required, error } => {
+                // Either way the snapshot says it failed, and why (status,
+                // readiness and the backend-down alert read it there).
+                failures.insert(error.server().to_owned(), error.to_string());
                 if required {
                     tracing::error!("required server failed: {}", Escaped(&error.to_string()));
                     required_failure.get_or_insert(error);
                 } else {
                     tracing::warn!("skipping optional server: {}", Escaped(&error.to_string()));
-                    failures.insert(error.server().to_owned(), error.to_string());
                 }
                 continue;
             }

@@ -28,6 +28,28 @@ pub trait Source: Send + Sync + 'static {
     fn readiness(&self) -> Readiness;
 }
 
+/// A [`Source`] made of two functions.
+pub struct FnSource<S, R> {
+    /// Gives [`Source::snapshot`].
+    pub snapshot: S,
+    /// Gives [`Source::readiness`].
+    pub readiness: R,
+}
+
+impl<S, R> Source for FnSource<S, R>
+where
+    S: Fn() -> Snapshot + Send + Sync + 'static,
+    R: Fn() -> Readiness + Send + Sync + 'static,
+{
+    fn snapshot(&self) -> Snapshot {
+        (self.snapshot)()
+    }
+
+    fn readiness(&self) -> Readiness {
+        (self.readiness)()
+    }
+}
+
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointError {
@@ -46,15 +68,41 @@ pub enum EndpointError {
     },
 }
 
-/// Where and for whom the endpoint listens.
-#[derive(Debug, Clone)]
+/// The default operator address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
+/// Where and for whom the endpoint listens: the `[telemetry]` section of
+/// `gatehouse.toml` (or `gatehouse serve --metrics ADDR`).
+///
+/// ```
+/// use gatehouse_telemetry::endpoint::{DEFAULT_LISTEN, EndpointConfig};
+///
+/// let config: EndpointConfig = serde_json::from_str(r#"{"hosts": ["metrics.internal"]}"#)?;
+/// assert_eq!(config.listen, DEFAULT_LISTEN);
+/// assert!(!config.allow_remote);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct EndpointConfig {
-    /// `HOST:PORT` (port 0 takes a free one).
+    /// `HOST:PORT` (default [`DEFAULT_LISTEN`]; port 0 takes a free one).
     pub listen: String,
-    /// Whether an address other than loopback is allowed.
+    /// Whether an address other than loopback is allowed: metrics name
+    /// servers and modules, and the endpoint has no login.
     pub allow_remote: bool,
-    /// Host names a request may name besides IP addresses and `localhost`.
+    /// Host names a request may name besides IP addresses and `localhost`
+    /// (the name Prometheus scrapes this machine by).
     pub hosts: Vec<String>,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            listen: DEFAULT_LISTEN.to_owned(),
+            allow_remote: false,
+            hosts: Vec::new(),
+        }
+    }
 }
 
 /// A bound endpoint, not yet serving.

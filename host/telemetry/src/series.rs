@@ -187,6 +187,20 @@ impl Snapshot {
         }
     }
 
+    /// Puts every series of `other` in this one, replacing what it had.
+    fn set_all(&mut self, other: &Snapshot) {
+        for (name, series) in &other.families {
+            let Some(family) = families::by_name(name) else {
+                continue;
+            };
+            for (labels, value) in &series.0 {
+                let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+                let mine = self.families.entry(family.name.to_owned()).or_default();
+                *slot(&mut mine.0, family, &labels) = value.clone();
+            }
+        }
+    }
+
     /// Sets a gauge of `family` under `labels`.
     pub(crate) fn set_gauge(&mut self, family: &Family, labels: &[&str], level: i64) {
         let series = self.families.entry(family.name.to_owned()).or_default();
@@ -296,8 +310,10 @@ impl Metrics {
     }
 }
 
-/// Gauge levels read at the moment of a snapshot (elicitations in flight,
-/// backends by state), added to a [`Snapshot`].
+/// What is read at the moment of a snapshot rather than recorded as it
+/// happens: gauge levels (elicitations in flight, backends by state) and
+/// totals kept elsewhere (the compile cache's counts), added to a
+/// [`Snapshot`].
 #[derive(Debug, Default)]
 pub struct Levels {
     snapshot: Snapshot,
@@ -310,9 +326,17 @@ impl Levels {
         self.snapshot.set_gauge(family, labels, level);
     }
 
-    /// `snapshot` with these levels in it.
+    /// Sets the counter `family` under `labels` to `total`, a count kept
+    /// elsewhere that only goes up.
+    pub fn total(&mut self, family: &Family, labels: &[&str], total: u64) {
+        debug_assert_eq!(family.kind, Kind::Counter, "{}", family.name);
+        self.snapshot.add(family, labels, &Value::Counter(total));
+    }
+
+    /// `snapshot` with these levels and totals in it, in place of any
+    /// value it had for the same series.
     pub fn into_snapshot(self, mut snapshot: Snapshot) -> Snapshot {
-        snapshot.add_all(&self.snapshot, |kind| kind == Kind::Gauge);
+        snapshot.set_all(&self.snapshot);
         snapshot
     }
 }

@@ -118,6 +118,12 @@ mod tests {
             Some(&Value::Gauge(2))
         );
         assert_eq!(sum.get(&INSTANCES, &[]), Some(&Value::Gauge(2)));
+        // Each instance says `gatehouse_instances 1` of itself; the sum
+        // counts the live ones, never adds theirs to that.
+        let mut one = Levels::default();
+        one.set(&INSTANCES, &[], 1);
+        totals.update("b", one.into_snapshot(with_backend(&b)));
+        assert_eq!(totals.sum().get(&INSTANCES, &[]), Some(&Value::Gauge(2)));
 
         a.count(&ELICITATIONS, &LABELS, 1);
         totals.update("a", with_backend(&a));

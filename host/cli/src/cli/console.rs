@@ -33,7 +33,7 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         let stop = super::stop::Stop::listen().context("cannot listen for SIGINT and SIGTERM")?;
         let config = Config::load(&args.config)?;
-        if config.console.is_none() {
+        if config.console.is_none() && config.telemetry.is_none() {
             eprintln!(
                 "gatehouse console: {} has no [console] table, so its gatehouse serve instances will not use this console; add `[console]` (and `person = \"console\"` under [elicitations] for unattended clients)",
                 Escaped(&args.config.display().to_string())
@@ -42,11 +42,29 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
         let running = start(&config, args.listen.as_deref(), false).await?;
         // The address on stdout, for scripts; how to log in is on stderr.
         println!("console on http://{}/", running.address());
+        if let Some(telemetry) = &running_telemetry(&config, &running).await? {
+            println!("telemetry on http://{telemetry}/metrics");
+        }
         stop.requested_now().await;
         running.stop();
         running.stopped().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Serves the totals of every instance attached to `running` at
+/// `[telemetry] listen`, when the config has `[telemetry]`, until the
+/// console stops; where it listens.
+pub async fn running_telemetry(
+    config: &Config,
+    running: &Running,
+) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    let Some(telemetry) = &config.telemetry else {
+        return Ok(None);
+    };
+    let source = super::telemetry::totals_source(running.hub().clone());
+    let address = super::telemetry::serve(telemetry, source, running.stopping()).await?;
+    Ok(Some(address))
 }
 
 /// Starts the console of `config` on `listen` (else `[console] listen`),

@@ -18,6 +18,7 @@ mod review;
 mod serve;
 mod status;
 mod stop;
+mod telemetry;
 
 use std::process::ExitCode;
 

@@ -44,6 +44,12 @@ pub struct ServeArgs {
     /// to it like the others (see `gatehouse console`).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
     console: Option<String>,
+    /// Serve this instance's own /metrics, /healthz and /readyz on ADDR
+    /// (e.g. 127.0.0.1:9464; loopback unless `[telemetry] allow_remote`).
+    /// For many instances, set `[telemetry]` instead: the console process
+    /// serves their sum.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -120,7 +126,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(listen) => {
             let listen = Some(listen.as_str()).filter(|listen| !listen.is_empty());
             match super::console::start(&config, listen, true).await {
-                Ok(running) => Some(running),
+                Ok(running) => {
+                    super::console::running_telemetry(&config, &running).await?;
+                    Some(running)
+                }
                 Err(error) => match error.downcast_ref::<gatehouse_console::ConsoleError>() {
                     Some(gatehouse_console::ConsoleError::Socket(
                         gatehouse_console::socket::SocketError::AlreadyRunning { .. },
@@ -134,12 +143,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let console_link = (config.console.is_some() || args.console.is_some()).then(|| {
+    // Instances report to the console process when there is a console, and
+    // when `[telemetry]` asks for every instance's numbers in one place; only
+    // a configured console is asked questions.
+    let asks_console = config.console.is_some() || args.console.is_some();
+    let console_link = (asks_console || config.telemetry.is_some()).then(|| {
         let link = Arc::new(gatehouse_console::link::Link::new(
             config.console_socket(),
             instance.clone(),
         ));
-        router.set_console(link.clone());
+        if asks_console {
+            router.set_console(link.clone());
+        }
         link
     });
     let kit = if config.review.verify_contract {
@@ -246,11 +261,47 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         });
         let _ = status_line.set(line);
     }
+    // The instance's numbers: its router's counts and histograms, with its
+    // levels read at each ask.
+    let metrics: gatehouse_console::link::MetricsSource = {
+        let (router, status, reloader) = (router.clone(), status.clone(), reloader.clone());
+        Arc::new(move || {
+            let levels = gatehouse_gateway::telemetry::levels(
+                &status(),
+                &router.chain(),
+                router.pending().len(),
+                reloader.compile_counts(),
+            );
+            gatehouse_gateway::telemetry::snapshot(router.metrics(), levels)
+        })
+    };
+    let stop_endpoint = tokio_util::sync::CancellationToken::new();
+    if let Some(listen) = &args.metrics {
+        let endpoint = gatehouse_telemetry::endpoint::EndpointConfig {
+            listen: listen.clone(),
+            ..config.telemetry.clone().unwrap_or_default()
+        };
+        let required = config
+            .mcp_servers
+            .iter()
+            .filter(|(_, server)| server.required == Some(true))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let source = super::telemetry::instance_source(
+            router.clone(),
+            metrics.clone(),
+            status.clone(),
+            audit.clone(),
+            required,
+        );
+        super::telemetry::serve(&endpoint, source, stop_endpoint.clone()).await?;
+    }
     // Attached to the console from the start (it lists this instance, its
     // modules and backends, and may ask it to reload).
     let stop_console_link = tokio_util::sync::CancellationToken::new();
     if let Some(link) = &console_link {
         link.set_status(status.clone());
+        link.set_metrics(metrics.clone());
         let asked = reloads.asked.clone();
         link.set_reload(Arc::new(move || {
             asked(gatehouse_gateway::control::Request::Reload)
@@ -291,17 +342,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // kills gatehouse soon after, before the drain ends, leaves none behind.
     reloads.stop();
     stop_console_link.cancel();
-    // What reports this instance holds the router and the MCP runtime, and
-    // the router holds the link: let go, so that the servers stop below.
-    if let Some(link) = &console_link {
-        link.detach_instance();
-    }
-    drop(status);
     drop(status_line);
     let _ = std::fs::remove_file(&control_socket);
     // Nothing is left unanswered: whatever waits for the person is
     // cancelled, and every answer is sent and audited before the servers stop.
     router.drain(std::time::Duration::from_secs(5)).await;
+    stop_endpoint.cancel();
+    // What reports this instance holds the router and the MCP runtime, and
+    // the router holds the link: let go (after the console has the last
+    // numbers), so that the servers stop below.
+    if let Some(link) = &console_link {
+        link.flush_metrics().await;
+        link.detach_instance();
+    }
+    drop(status);
+    drop(metrics);
     if let Err(error) = audit.sync() {
         tracing::error!("{error}");
     }
@@ -482,9 +537,26 @@ async fn reload_now(reloader: Arc<Reloader>, mcp: McpRuntime) -> String {
     if let Ok(Ok(reloaded)) = &outcome
         && reloaded.config_changed
     {
-        mcp.invalidate();
+        refresh_now(&mcp);
     }
     reload_line(outcome)
+}
+
+/// Marks the runtime dirty and refreshes it in the background (coalesced
+/// with any refresh under way), so the servers follow a new config version
+/// without waiting for a client's next request: the status, `/readyz` and
+/// the metrics see them come up.
+fn refresh_now(mcp: &McpRuntime) {
+    mcp.invalidate();
+    let mcp = mcp.clone();
+    tokio::spawn(async move {
+        if let Err(error) = mcp.refresh_if_dirty().await {
+            tracing::error!(
+                "an MCP server did not start after the config changed; retrying at the next request: {}",
+                gatehouse_base::escape::Escaped(&error.to_string())
+            );
+        }
+    });
 }
 
 /// A change the watcher saw: the config read once it settled (a new version
@@ -508,7 +580,7 @@ async fn follow_change(
     };
     if config_changed {
         tracing::info!(path = %file.path().display(), "config changed; servers and chain follow");
-        mcp.invalidate();
+        refresh_now(&mcp);
     }
     if !config_changed && !modules_changed {
         return "ok unchanged".to_owned();

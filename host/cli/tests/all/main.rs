@@ -43,6 +43,7 @@ mod protocol_2026;
 mod resources;
 mod serve_control;
 mod shadow;
+mod telemetry;
 mod templates;
 mod untrusted_text;
 mod waiting;

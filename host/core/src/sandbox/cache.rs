@@ -375,6 +375,36 @@ fn create_key(path: &Path) -> Result<Vec<u8>, CacheError> {
     }
 }
 
+/// How a sandbox's modules were compiled ([`super::Sandbox::compile_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompileCounts {
+    /// Taken from the compile cache.
+    pub hits: u64,
+    /// Compiled and stored in the cache (a miss, or an artifact discarded).
+    pub compiled: u64,
+    /// Compiled in memory: the sandbox has no cache.
+    pub in_memory: u64,
+}
+
+/// The counts behind [`CompileCounts`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) hits: std::sync::atomic::AtomicU64,
+    pub(crate) compiled: std::sync::atomic::AtomicU64,
+    pub(crate) in_memory: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn read(&self) -> CompileCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        CompileCounts {
+            hits: self.hits.load(Relaxed),
+            compiled: self.compiled.load(Relaxed),
+            in_memory: self.in_memory.load(Relaxed),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -255,7 +255,9 @@ pub(crate) fn load(
 
 /// Compiles `bytes`, through the on-disk cache when the sandbox has one.
 fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
+    use std::sync::atomic::Ordering::Relaxed;
     let Some(cache) = &shared.compile_cache else {
+        shared.compiles.in_memory.fetch_add(1, Relaxed);
         return Component::new(&shared.engine, bytes);
     };
     let engine = compatibility(&shared.engine);
@@ -269,11 +271,15 @@ fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Comp
         // whose sha256 is `digest`. wasmtime also checks the artifact's header
         // against the engine.
         match unsafe { Component::deserialize(&shared.engine, artifact.bytes()) } {
-            Ok(component) => return Ok(component),
+            Ok(component) => {
+                shared.compiles.hits.fetch_add(1, Relaxed);
+                return Ok(component);
+            }
             Err(error) => cache.discard(digest, engine, &format_args!("{error:#}")),
         }
     }
     let compiled = shared.engine.precompile_component(bytes)?;
+    shared.compiles.compiled.fetch_add(1, Relaxed);
     if let Err(error) = cache.put(digest, engine, &compiled) {
         tracing::warn!("cannot cache the compiled module: {error}");
     }

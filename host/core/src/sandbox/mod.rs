@@ -29,6 +29,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+pub use cache::CompileCounts;
 pub use capabilities::{MAX_AUDITED_ANSWER_BYTES, MAX_MODEL_CALLS_PER_REVIEW};
 pub use limits::{Limits, LimitsBuilder, ModuleLimits, ModuleLimitsBuilder};
 pub use load::LoadError;
@@ -92,6 +93,7 @@ pub(crate) struct Shared {
     pub(crate) wasi: WasiPolicy,
     pub(crate) compile_cache: Option<cache::CompileCache>,
     pub(crate) in_flight: Arc<InFlight>,
+    pub(crate) compiles: cache::Counters,
     resets_in_place: bool,
     _ticker: EpochTicker,
 }
@@ -280,6 +282,7 @@ impl Sandbox {
                 wasi,
                 compile_cache,
                 in_flight,
+                compiles: cache::Counters::default(),
                 resets_in_place,
                 _ticker: ticker,
             }),
@@ -308,6 +311,20 @@ impl Sandbox {
     /// compiled in memory (no cache asked for, or the directory refused).
     pub fn compile_cache_dir(&self) -> Option<&Path> {
         self.shared.compile_cache.as_ref().map(|cache| cache.dir())
+    }
+
+    /// How the modules loaded so far were compiled: taken from the compile
+    /// cache, compiled and stored in it, or compiled in memory (no cache).
+    ///
+    /// ```
+    /// use gatehouse_core::sandbox::{Limits, Sandbox};
+    ///
+    /// let sandbox = Sandbox::new(Limits::default())?;
+    /// assert_eq!(sandbox.compile_counts().hits, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compile_counts(&self) -> CompileCounts {
+        self.shared.compiles.read()
     }
 
     /// The engine (for `inspect`).

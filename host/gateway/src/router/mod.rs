@@ -111,6 +111,8 @@ pub struct Router {
     person: Arc<dyn Person>,
     /// The approvals console, when `[console]` is configured.
     console: OnceLock<Arc<gatehouse_console::link::Link>>,
+    /// What the operator scrapes (`crate::telemetry`).
+    metrics: Arc<gatehouse_telemetry::series::Metrics>,
     catalog: OnceLock<CatalogSource>,
     calls: OnceLock<Arc<Calls>>,
     reviews: admission::Admission,
@@ -189,6 +191,7 @@ impl Router {
             audit,
             person,
             console: OnceLock::new(),
+            metrics: Arc::default(),
             catalog: OnceLock::new(),
             calls: OnceLock::new(),
             reviews: admission::Admission::new(concurrent_reviews),
@@ -258,6 +261,12 @@ impl Router {
         if let Ok(mut swapped_at) = self.swapped_at.lock() {
             *swapped_at = Some(std::time::SystemTime::now());
         }
+    }
+
+    /// The instance's metrics: every decision the router audits is
+    /// recorded there ([`crate::telemetry::record_decision`]).
+    pub fn metrics(&self) -> &Arc<gatehouse_telemetry::series::Metrics> {
+        &self.metrics
     }
 
     /// The chain in force.
@@ -419,14 +428,20 @@ impl Router {
             };
             (reviews, compared)
         });
-        if let Err(error) = self.write_audit(record).await {
+        let mut downgraded = false;
+        let writing = Instant::now();
+        let written = self.write_audit(&record).await;
+        crate::telemetry::record_audit_write(&self.metrics, written.is_ok(), writing.elapsed());
+        if let Err(error) = written {
             // Reported, never swallowed; and nothing is accepted unaudited.
             tracing::error!(server = %elicitation.server, "{error}");
             if accepted {
                 let failure = ReviewFailure::Trap("audit log unavailable".to_owned());
                 answer = Ok(ElicitAnswer::failed(&failure).to_wire());
+                downgraded = true;
             }
         }
+        crate::telemetry::record_decision(&self.metrics, &record, downgraded);
         if let Some((reviews, compared)) = shadow_started {
             shadow::write_later(
                 reviews,
@@ -446,11 +461,12 @@ impl Router {
     /// for the disk, so it runs on a blocking thread rather than holding up
     /// this runtime worker's other tasks; the other modes only copy into the
     /// page cache and write in place.
-    async fn write_audit(&self, record: AuditRecord) -> Result<(), gatehouse_audit::AuditError> {
+    async fn write_audit(&self, record: &AuditRecord) -> Result<(), gatehouse_audit::AuditError> {
         if self.audit.sync_mode() != gatehouse_audit::AuditSync::Always {
-            return self.audit.write(&record);
+            return self.audit.write(record);
         }
         let audit = self.audit.clone();
+        let record = record.clone();
         match tokio::task::spawn_blocking(move || audit.write(&record)).await {
             Ok(written) => written,
             Err(error) => Err(gatehouse_audit::AuditError {
@@ -879,8 +895,13 @@ impl ElicitationHandler for Router {
         };
         let log = self.audit.clone();
         let server = refused.server;
+        let metrics = self.metrics.clone();
         let write = move || {
-            if let Err(error) = log.write(&record) {
+            let writing = Instant::now();
+            let written = log.write(&record);
+            crate::telemetry::record_audit_write(&metrics, written.is_ok(), writing.elapsed());
+            crate::telemetry::record_decision(&metrics, &record, false);
+            if let Err(error) = written {
                 tracing::error!(server = %Escaped(&server), "{error}");
             }
         };
