@@ -3,6 +3,11 @@
 //! throughput of two worker threads reviewing at once (each review in its own
 //! fresh instance; read reviews/s off the `thrpt` line).
 //!
+//! The same review with the metrics a gateway records for its decision (the
+//! elicitation, its module's review, the audit write: six series), side by
+//! side, is what telemetry costs a decision; rendering a scrape is measured
+//! apart.
+//!
 //! Run: `.ci/build-guests && cargo bench -p gatehouse-bench --bench review`
 
 use std::path::PathBuf;
@@ -66,6 +71,17 @@ fn bench(c: &mut Criterion) {
         auto_approve_prompts: false,
         catalog: Catalog::Unavailable,
     };
+    let metrics = gatehouse_telemetry::series::Metrics::default();
+    let digest = chain.links()[0].module.digest().to_owned();
+    group.bench_function("sandboxed, fresh instance, metrics recorded", |b| {
+        b.iter(|| {
+            let started = Instant::now();
+            let report = chain.review(&request);
+            record_decision(&metrics, &digest, started.elapsed());
+            report
+        })
+    });
+
     group.bench_function("native logic", |b| {
         b.iter(|| gatehouse_guardian::logic::review(CONFIG, &input))
     });
@@ -78,6 +94,46 @@ fn bench(c: &mut Criterion) {
         |b| b.iter_custom(|iters| concurrent_reviews(&chain, &request, iters)),
     );
     group.finish();
+}
+
+/// What the gateway's `telemetry::record_decision` and `record_audit_write`
+/// record for a one-module decision.
+fn record_decision(metrics: &gatehouse_telemetry::series::Metrics, digest: &str, took: Duration) {
+    use gatehouse_telemetry::families::{
+        AUDIT_WRITE_DURATION, AUDIT_WRITES, ELICITATION_DURATION, ELICITATIONS, REVIEW_DURATION,
+        REVIEWS,
+    };
+    let seconds = took.as_secs_f64();
+    metrics.count(&AUDIT_WRITES, &["ok"], 1);
+    metrics.observe(&AUDIT_WRITE_DURATION, &[], 0.000_002);
+    metrics.count(&ELICITATIONS, &["docs", "form", "guest", "accept"], 1);
+    metrics.observe(&ELICITATION_DURATION, &["docs", "guest"], seconds);
+    metrics.count(&REVIEWS, &["gatehouse_guardian", digest, "accept", ""], 1);
+    metrics.observe(&REVIEW_DURATION, &["gatehouse_guardian"], seconds);
+}
+
+/// A scrape: the snapshot and its OpenMetrics text, with 10 servers' and 5
+/// modules' series recorded.
+fn scrape(c: &mut Criterion) {
+    use gatehouse_telemetry::exposition::{Format, render};
+    let metrics = gatehouse_telemetry::series::Metrics::default();
+    for server in 0..10 {
+        for module in 0..5 {
+            let (server, module) = (format!("server{server}"), format!("module{module}"));
+            record_decision(&metrics, &module, Duration::from_micros(40));
+            metrics.count(
+                &gatehouse_telemetry::families::ELICITATIONS,
+                &[&server, "form", "guest", "accept"],
+                1,
+            );
+        }
+    }
+    let lines = render(&metrics.snapshot(), Format::OpenMetrics)
+        .lines()
+        .count();
+    c.bench_function(&format!("telemetry scrape ({lines} lines)"), |b| {
+        b.iter(|| render(&metrics.snapshot(), Format::OpenMetrics))
+    });
 }
 
 /// Runs `iters` reviews on `WORKERS` threads at once; the wall time from
@@ -107,5 +163,5 @@ fn concurrent_reviews(chain: &Chain, request: &ReviewRequest, iters: u64) -> Dur
     })
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, scrape);
 criterion_main!(benches);
