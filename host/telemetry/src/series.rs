@@ -8,7 +8,7 @@
 //! a family holds at most [`MAX_SERIES_PER_FAMILY`] series, and what would
 //! make more is counted under [`OVERFLOW`] in every label.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -232,19 +232,13 @@ fn slot<'a>(
 /// A label value as a series keeps it: printable, at most
 /// [`MAX_LABEL_BYTES`].
 pub fn label_value(value: &str) -> String {
-    let printable = gatehouse_base::escape::escape(value).to_string();
-    if printable.len() <= MAX_LABEL_BYTES {
-        return printable;
-    }
-    let mut end = MAX_LABEL_BYTES;
-    while !printable.is_char_boundary(end) {
-        end -= 1;
-    }
-    printable[..end].to_owned()
+    let mut kept = String::new();
+    push_label_value(&mut kept, value);
+    kept
 }
 
-/// The series of this process. Recording takes a short lock; share it
-/// behind an `Arc`.
+/// The series of this process. Recording takes a short lock on its family
+/// and, once a series exists, allocates nothing; share it behind an `Arc`.
 ///
 /// ```
 /// use gatehouse_telemetry::families::{ELICITATIONS, REVIEW_DURATION};
@@ -259,18 +253,39 @@ pub fn label_value(value: &str) -> String {
 ///     Some(&Value::Counter(1))
 /// );
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    counted: Mutex<Snapshot>,
+    /// Per family (in the order of [`families::ALL`]): its series by their
+    /// label values joined with [`KEY_SEPARATOR`].
+    families: Vec<Mutex<HashMap<String, Value>>>,
+}
+
+/// Joins a series' label values into one key: a control character, which
+/// a label value (escaped) never holds.
+const KEY_SEPARATOR: char = '\u{1f}';
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            families: families::ALL.iter().map(|_| Mutex::default()).collect(),
+        }
+    }
+}
+
+thread_local! {
+    /// The key being looked up, reused so recording allocates nothing.
+    static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 impl Metrics {
     /// Adds `by` to the counter `family` under `labels`.
     pub fn count(&self, family: &Family, labels: &[&str], by: u64) {
         debug_assert_eq!(family.kind, Kind::Counter, "{}", family.name);
-        if let Ok(mut counted) = self.counted.lock() {
-            counted.add(family, labels, &Value::Counter(by));
-        }
+        self.record(family, labels, |value| {
+            if let Value::Counter(total) = value {
+                *total = total.saturating_add(by);
+            }
+        });
     }
 
     /// Records one observation of `seconds` in the histogram `family`.
@@ -281,33 +296,104 @@ impl Metrics {
         } else {
             0.0
         };
-        let mut buckets = vec![0; LATENCY_BUCKETS.len()];
         let at = LATENCY_BUCKETS
             .iter()
             .position(|bound| seconds <= *bound)
             .unwrap_or(LATENCY_BUCKETS.len() - 1);
-        buckets[at] = 1;
-        if let Ok(mut counted) = self.counted.lock() {
-            counted.add(
-                family,
-                labels,
-                &Value::Histogram {
-                    buckets,
-                    sum: seconds,
-                    count: 1,
-                },
+        self.record(family, labels, |value| {
+            if let Value::Histogram {
+                buckets,
+                sum,
+                count,
+            } = value
+            {
+                if let Some(bucket) = buckets.get_mut(at) {
+                    *bucket = bucket.saturating_add(1);
+                }
+                *sum += seconds;
+                *count = count.saturating_add(1);
+            }
+        });
+    }
+
+    /// Applies `change` to the series of `family` under `labels`, created
+    /// empty if there is room, else to the overflow series.
+    fn record(&self, family: &Family, labels: &[&str], change: impl FnOnce(&mut Value)) {
+        let Some(series) = families::ALL
+            .iter()
+            .position(|known| std::ptr::eq(*known, family))
+            .and_then(|at| self.families.get(at))
+        else {
+            return;
+        };
+        KEY.with(|key| {
+            let Ok(mut key) = key.try_borrow_mut() else {
+                return;
+            };
+            key.clear();
+            for at in 0..family.labels.len() {
+                if at > 0 {
+                    key.push(KEY_SEPARATOR);
+                }
+                push_label_value(&mut key, labels.get(at).copied().unwrap_or(""));
+            }
+            let Ok(mut series) = series.lock() else {
+                return;
+            };
+            if let Some(value) = series.get_mut(key.as_str()) {
+                change(value);
+                return;
+            }
+            let key = if series.len() < MAX_SERIES_PER_FAMILY - 1 {
+                key.clone()
+            } else {
+                vec![OVERFLOW; family.labels.len()].join(&KEY_SEPARATOR.to_string())
+            };
+            change(
+                series
+                    .entry(key)
+                    .or_insert_with(|| Value::zero(family.kind)),
             );
-        }
+        });
     }
 
     /// Every counter and histogram now. Gauges are levels its owner reads
     /// when asked: see [`Levels`].
     pub fn snapshot(&self) -> Snapshot {
-        self.counted
-            .lock()
-            .map(|counted| counted.clone())
-            .unwrap_or_default()
+        let mut snapshot = Snapshot::default();
+        for (family, series) in families::ALL.iter().zip(&self.families) {
+            let Ok(series) = series.lock() else {
+                continue;
+            };
+            if series.is_empty() {
+                continue;
+            }
+            let map = &mut snapshot
+                .families
+                .entry(family.name.to_owned())
+                .or_default()
+                .0;
+            for (key, value) in series.iter() {
+                let labels = if family.labels.is_empty() {
+                    Vec::new()
+                } else {
+                    key.split(KEY_SEPARATOR).map(str::to_owned).collect()
+                };
+                map.insert(labels, value.clone());
+            }
+        }
+        snapshot
     }
+}
+
+/// Appends `value` as [`label_value`] makes it, copying nothing more.
+fn push_label_value(key: &mut String, value: &str) {
+    let printable = gatehouse_base::escape::escape(value);
+    let mut end = printable.len().min(MAX_LABEL_BYTES);
+    while !printable.is_char_boundary(end) {
+        end -= 1;
+    }
+    key.push_str(&printable[..end]);
 }
 
 /// What is read at the moment of a snapshot rather than recorded as it

@@ -230,11 +230,11 @@ async fn prometheus_scrapes_every_instances_counts_and_an_ended_instances_stay()
     let dir = tempfile::tempdir().expect("tempdir");
     let config = config(dir.path(), free_port(), "");
     let (mut console, telemetry) = console(&config);
+    // A long-running HTTP instance, and one on stdio as a client starts one
+    // per session.
     let mut first = HttpGateway::start(&config);
-    let second = HttpGateway::start(&config);
     let first_client = std::sync::Arc::new(().serve(first.transport()).await.expect("initialize"));
-    let second_client =
-        std::sync::Arc::new(().serve(second.transport()).await.expect("initialize"));
+    let second_client = std::sync::Arc::new(crate::gateway::stdio_client(&config, ()).await);
     for round in 0..3 {
         elicit(&first_client, name_form(&format!("first {round}")))
             .await
@@ -320,10 +320,11 @@ async fn prometheus_scrapes_every_instances_counts_and_an_ended_instances_stay()
         String::from_utf8_lossy(&checked.stdout),
         String::from_utf8_lossy(&checked.stderr)
     );
-    // The second instance goes too; a new console process would start from
-    // zero, but this one keeps every count.
-    drop(second_client);
-    drop(second);
+    // The stdio instance's client goes, and the instance with it; the
+    // console keeps every count.
+    if let Ok(client) = std::sync::Arc::try_unwrap(second_client) {
+        let _ = client.cancel().await;
+    }
     prometheus.until("gatehouse_instances", 0.0).await;
     prometheus
         .until("sum(gatehouse_elicitations_total{server=\"demo\"})", 5.0)
