@@ -211,17 +211,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // failing server holds nobody else (the gateway's list requests wait
     // for them briefly, then the client hears `tools/list_changed`). A
     // failure is logged; the next request retries it.
-    {
-        let mcp = mcp.clone();
-        tokio::spawn(async move {
-            if let Err(error) = mcp.refresh_if_dirty().await {
-                tracing::error!(
-                    "an MCP server did not start; serving the others, and retrying at the next request: {}",
-                    gatehouse_base::escape::Escaped(&error.to_string())
-                );
-            }
-        });
-    }
+    refresh_in_background(&mcp);
     let watched = mcp.clone();
     // `gatehouse plugins trust` and `untrust` take effect at the next refresh.
     let trust_file = config.trust_file();
@@ -542,17 +532,23 @@ async fn reload_now(reloader: Arc<Reloader>, mcp: McpRuntime) -> String {
     reload_line(outcome)
 }
 
-/// Marks the runtime dirty and refreshes it in the background (coalesced
-/// with any refresh under way), so the servers follow a new config version
-/// without waiting for a client's next request: the status, `/readyz` and
-/// the metrics see them come up.
+/// Marks the runtime dirty and refreshes it in the background, so the
+/// servers follow a new config version without waiting for a client's next
+/// request: the status, `/readyz` and the metrics see them come up.
 fn refresh_now(mcp: &McpRuntime) {
     mcp.invalidate();
+    refresh_in_background(mcp);
+}
+
+/// Refreshes the runtime if it is dirty, in the background (coalesced with
+/// any refresh under way); a failure is logged and retried at the next
+/// request.
+fn refresh_in_background(mcp: &McpRuntime) {
     let mcp = mcp.clone();
     tokio::spawn(async move {
         if let Err(error) = mcp.refresh_if_dirty().await {
             tracing::error!(
-                "an MCP server did not start after the config changed; retrying at the next request: {}",
+                "an MCP server did not start; serving the others, and retrying at the next request: {}",
                 gatehouse_base::escape::Escaped(&error.to_string())
             );
         }
