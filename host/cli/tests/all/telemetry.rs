@@ -299,27 +299,8 @@ async fn prometheus_scrapes_every_instances_counts_and_an_ended_instances_stay()
         5.0,
         "{text}"
     );
-    let mut check = Command::new(tools.join("promtool"))
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool");
-    use std::io::Write;
-    check
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write");
-    let checked = check.wait_with_output().expect("promtool runs");
-    assert!(
-        checked.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let (passed, said) = promtool_check_metrics(&tools, &text);
+    assert!(passed, "promtool check metrics: {said}");
     // The stdio instance's client goes, and the instance with it; the
     // console keeps every count.
     if let Ok(client) = std::sync::Arc::try_unwrap(second_client) {
@@ -419,6 +400,67 @@ async fn readyz_flips_as_a_required_backend_and_the_audit_log_fail_and_recover()
     let swaps = sample_sum(&text, "gatehouse_module_swaps_total", &["result=\"ok\""]);
     assert!(swaps >= 3.0, "a start and two reloads at least: {text}");
     terminate(&mut child.0);
+}
+
+/// Runs `promtool check metrics` on `text`; whether it passed, and what it
+/// said.
+fn promtool_check_metrics(tools: &Path, text: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut check = Command::new(tools.join("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    check
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let checked = check.wait_with_output().expect("promtool runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    (checked.status.success(), said)
+}
+
+#[test]
+fn hostile_names_cannot_break_the_exposition() {
+    use gatehouse_telemetry::exposition::{Format, render};
+    use gatehouse_telemetry::families::{BACKENDS, ELICITATIONS, REVIEWS};
+    use gatehouse_telemetry::series::{Levels, Metrics};
+    let Some(tools) = tools() else { return };
+    let metrics = Metrics::default();
+    let hostile = [
+        "a\"} 1\ngatehouse_forged_total 9\n# TYPE x counter",
+        "back\\slash\\",
+        "\u{202e}reversed\r\0nul",
+        "{le=\"+Inf\"}",
+        "",
+    ];
+    let mut levels = Levels::default();
+    for name in hostile {
+        metrics.count(&ELICITATIONS, &[name, "form", "guest", "accept"], 1);
+        metrics.count(&REVIEWS, &[name, name, "failure", "trap"], 1);
+        levels.set(&BACKENDS, &[name, "failed"], 1);
+    }
+    let snapshot = levels.into_snapshot(metrics.snapshot());
+    let text = render(&snapshot, Format::Text);
+    let (passed, said) = promtool_check_metrics(&tools, &text);
+    assert!(passed, "promtool check metrics: {said}\n{text}");
+    assert!(!text.contains("\ngatehouse_forged_total"), "{text}");
+    let open = render(&snapshot, Format::OpenMetrics);
+    assert_eq!(
+        open.lines()
+            .filter(|line| line.starts_with("gatehouse_elicitations_total{"))
+            .count(),
+        hostile.len(),
+        "one line per hostile series: {open}"
+    );
 }
 
 #[test]
