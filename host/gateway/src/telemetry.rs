@@ -7,14 +7,16 @@
 //! No label takes a request id, a session, an argument or a rationale:
 //! only configured names (server, module, model grant) and fixed words.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gatehouse_audit::{AuditRecord, DecidedBy, PersonChannel};
 use gatehouse_console::status::InstanceStatus;
 use gatehouse_core::sandbox::CompileCounts;
+use gatehouse_mcp::runtime::ServerStarts;
 use gatehouse_telemetry::families::{
-    AUDIT_WRITE_DURATION, AUDIT_WRITES, BACKENDS, CHAIN_MODULES, COMPILE_CACHE,
+    AUDIT_WRITE_DURATION, AUDIT_WRITES, BACKEND_STARTS, BACKENDS, CHAIN_MODULES, COMPILE_CACHE,
     ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_IN_FLIGHT, FAIL_CLOSED, INSTANCES,
     MODEL_ATTEMPTS, MODEL_BUDGET_LIMIT, MODEL_BUDGET_REMAINING, MODEL_CALL_DURATION, MODEL_CALLS,
     MODEL_TOKENS, MODULE_SWAPS, PERSON_ANSWERS, PERSON_PENDING, REVIEW_DURATION, REVIEWS,
@@ -108,15 +110,21 @@ pub fn record_swap(metrics: &Metrics, swapped: bool) {
 }
 
 /// The levels of an instance now: what its status says (backends, chain,
-/// in flight), the questions waiting for a person and the compile cache's
-/// counts.
+/// in flight), its model budgets, the questions waiting for a person, and
+/// the totals kept elsewhere (the compile cache's counts, each backend's
+/// connection attempts).
 pub fn levels(
     status: &InstanceStatus,
     chain: &gatehouse_core::chain::Chain,
     waiting: usize,
     compiles: CompileCounts,
+    starts: &BTreeMap<String, ServerStarts>,
 ) -> Levels {
     let mut levels = Levels::default();
+    for (server, counts) in starts {
+        levels.total(&BACKEND_STARTS, &[server, "connected"], counts.connected);
+        levels.total(&BACKEND_STARTS, &[server, "failed"], counts.failed);
+    }
     for grant in chain.links().iter().filter_map(|link| link.model.as_ref()) {
         let (Some(budget), Some((calls, tokens))) = (grant.budget(), grant.budget_remaining())
         else {

@@ -123,6 +123,15 @@ impl Snapshot {
     }
 }
 
+/// How a server's connection attempts ended ([`McpRuntime::starts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStarts {
+    /// Connected and listed.
+    pub connected: u64,
+    /// Failed to start.
+    pub failed: u64,
+}
+
 struct Inner {
     refresh: RefreshState,
     snapshot: ArcSwap<Snapshot>,
@@ -130,6 +139,8 @@ struct Inner {
     elicitation: Arc<dyn ElicitationHandler>,
     reconnect: Mutex<HashSet<String>>,
     connects: AtomicU64,
+    /// Each server's connection attempts so far, by how they ended.
+    starts: Mutex<BTreeMap<String, ServerStarts>>,
     changes: watch::Sender<u64>,
     /// When the servers that failed to come up are tried again (at the
     /// first request after it).
@@ -176,6 +187,7 @@ impl McpRuntime {
                 elicitation,
                 reconnect: Mutex::new(HashSet::new()),
                 connects: AtomicU64::new(0),
+                starts: Mutex::default(),
                 changes,
                 retry_failed_at: Mutex::new(None),
             }),
@@ -262,6 +274,17 @@ impl McpRuntime {
     /// How many connections have been opened, in total.
     pub fn connects(&self) -> u64 {
         self.inner.connects.load(Ordering::SeqCst)
+    }
+
+    /// Each server's connection attempts so far (a server that fails, or
+    /// whose config, credentials or tools change, starts again), by how they
+    /// ended.
+    pub fn starts(&self) -> BTreeMap<String, ServerStarts> {
+        self.inner
+            .starts
+            .lock()
+            .map(|starts| starts.clone())
+            .unwrap_or_default()
     }
 
     /// A receiver that sees a new value whenever a publication changes the
@@ -401,6 +424,21 @@ async fn build_and_publish(inner: &Inner, weak: Weak<Inner>) -> Result<(), Runti
     }
     let mut required_failure = None;
     while let Some(arrival) = arriving.next().await {
+        let started = match &arrival {
+            Arrival::Failed { error, .. } => Some((error.server().to_owned(), false)),
+            Arrival::Connected(connection, _) => Some((connection.name().to_owned(), true)),
+            Arrival::Relisted(..) => None,
+        };
+        if let Some((server, connected)) = started
+            && let Ok(mut starts) = inner.starts.lock()
+        {
+            let counts = starts.entry(server).or_default();
+            if connected {
+                counts.connected += 1;
+            } else {
+                counts.failed += 1;
+            }
+        }
         let (connection, tools) = match arrival {
             Arrival::Failed { required, error } => {
                 // Either way the snapshot says it failed, and why (status,

@@ -145,6 +145,12 @@ families! {
     /// Backends by state.
     BACKENDS = "gatehouse_backends", Gauge, None, ["server", "state"],
         "Backend MCP servers by state (connected, failed, starting): with several instances, how many instances see the server in that state.";
+    /// Backend connection attempts.
+    BACKEND_STARTS = "gatehouse_backend_starts", Counter, None, ["server", "result"],
+        "Connection attempts to a backend MCP server (a failed or changed server is started again): result is connected or failed.";
+    /// Model reviews refused by the router's bounds.
+    MODEL_REVIEWS_REFUSED = "gatehouse_model_reviews_refused", Counter, None, ["server", "limit"],
+        "Elicitations declined before a model reviewed them: limit is max_model_reviews_per_call or max_model_reviews_per_server_per_minute.";
     /// Chain swaps.
     MODULE_SWAPS = "gatehouse_module_swaps", Counter, None, ["result"],
         "Reviewer chain loads and reloads: result is ok, or refused when the new chain was refused and the old one kept.";

@@ -255,12 +255,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // levels read at each ask.
     let metrics: gatehouse_console::link::MetricsSource = {
         let (router, status, reloader) = (router.clone(), status.clone(), reloader.clone());
+        let mcp = mcp.clone();
         Arc::new(move || {
             let levels = gatehouse_gateway::telemetry::levels(
                 &status(),
                 &router.chain(),
                 router.pending().len(),
                 reloader.compile_counts(),
+                &mcp.starts(),
             );
             gatehouse_gateway::telemetry::snapshot(router.metrics(), levels)
         })

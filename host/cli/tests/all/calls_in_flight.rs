@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
 use crate::gateway::{Client, audit, call, config_with, stdio_client};
@@ -297,7 +298,53 @@ async fn a_burst_of_approvals_in_one_call_is_capped_and_audited() {
     let stub = ModelStub::with_default(Vec::new(), Step::verdict("allow"));
     let dir = tempfile::tempdir().expect("tempdir");
     let config = model_config(dir.path(), &stub.base_url(), 30);
-    let (shown, lines) = ask_approvals(dir.path(), &config, 100, true).await;
+    // This instance serves its own metrics: the cap and the model calls are
+    // counted there as the audit lines say.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command
+        .args([
+            "serve",
+            "--metrics",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+        ])
+        .arg(&config);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let client = Client {
+        elicitation: true,
+        content: None,
+        asked: asked.clone(),
+    }
+    .serve(rmcp::transport::TokioChildProcess::new(command).expect("gatehouse starts"))
+    .await
+    .expect("initialize");
+    let result = client
+        .call_tool(call(
+            "git__ask_approvals",
+            json!({"count": 100, "distinct": true}),
+        ))
+        .await
+        .expect("ask_approvals");
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the exposition");
+    client.cancel().await.expect("close");
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the person was asked");
+    let (shown, lines) = (text(&result), audit(dir.path()));
+    for sample in [
+        "gatehouse_model_reviews_refused_total{server=\"git\",limit=\"max_model_reviews_per_call\"} 96",
+        "gatehouse_model_calls_total{grant=\"reviewer\",result=\"ok\"} 4",
+        "gatehouse_elicitations_total{server=\"git\",mode=\"form\",decided_by=\"policy\",action=\"decline\"} 96",
+    ] {
+        assert!(metrics.contains(sample), "{sample} in {metrics}");
+    }
     // The default cap: four model reviews per agent call.
     assert!(
         shown.contains("accept 4, decline 96, cancel 0, error 0"),

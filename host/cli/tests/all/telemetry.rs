@@ -397,6 +397,17 @@ async fn readyz_flips_as_a_required_backend_and_the_audit_log_fail_and_recover()
         text.contains("gatehouse_backends{server=\"demo\",state=\"connected\"} 1"),
         "{text}"
     );
+    // The backend's attempts: the failures before the fix, one connection.
+    let failed = sample_sum(
+        &text,
+        "gatehouse_backend_starts_total",
+        &["server=\"demo\"", "result=\"failed\""],
+    );
+    assert!(failed >= 1.0, "{text}");
+    assert!(
+        text.contains("gatehouse_backend_starts_total{server=\"demo\",result=\"connected\"} 1"),
+        "{text}"
+    );
     let swaps = sample_sum(&text, "gatehouse_module_swaps_total", &["result=\"ok\""]);
     assert!(swaps >= 3.0, "a start and two reloads at least: {text}");
     terminate(&mut child.0);

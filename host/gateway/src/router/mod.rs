@@ -721,12 +721,20 @@ impl Router {
                     Instant::now(),
                     self.calls.get().map(Arc::as_ref),
                 );
-                if let Err(why) = admitted {
+                if let Err(refused) = admitted {
+                    self.metrics.count(
+                        &gatehouse_telemetry::families::MODEL_REVIEWS_REFUSED,
+                        &[&server, refused.limit],
+                        1,
+                    );
                     let so_far = ChainReport {
                         steps: run.steps().to_vec(),
                         verdict: Verdict::Deferred,
                     };
-                    return Err(Decided::spend_refused(why, policy::audit_steps(&so_far)));
+                    return Err(Decided::spend_refused(
+                        refused.why,
+                        policy::audit_steps(&so_far),
+                    ));
                 }
                 asked_model = true;
             }

@@ -30,6 +30,15 @@ pub(super) struct SpendLimits {
     pub(super) per_server_per_minute: usize,
 }
 
+/// Why [`Spend::admit`] refused a model review.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Refused {
+    /// The bound's setting name.
+    pub(super) limit: &'static str,
+    /// What the audit line says.
+    pub(super) why: String,
+}
+
 /// A verdict an identical request later in the same call reuses.
 #[derive(Debug, Clone)]
 pub(super) struct Reusable {
@@ -87,18 +96,21 @@ impl Spend {
         limits: SpendLimits,
         now: Instant,
         calls: Option<&Calls>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         let mut spent = lock(&self.calls);
         forget_finished(&mut spent, calls);
         let entry = call.map(|call| entry_for(&mut spent, call));
         if let Some(entry) = &entry
             && entry.reviews >= limits.per_call
         {
-            return Err(format!(
-                "this agent call already had {} elicitations reviewed by a model \
-                 (max_model_reviews_per_call = {})",
-                entry.reviews, limits.per_call
-            ));
+            return Err(Refused {
+                limit: "max_model_reviews_per_call",
+                why: format!(
+                    "this agent call already had {} elicitations reviewed by a model \
+                     (max_model_reviews_per_call = {})",
+                    entry.reviews, limits.per_call
+                ),
+            });
         }
         let mut servers = lock(&self.servers);
         let window = servers.entry(server.to_owned()).or_default();
@@ -109,12 +121,15 @@ impl Spend {
             window.pop_front();
         }
         if window.len() >= limits.per_server_per_minute {
-            return Err(format!(
-                "this server already had {} elicitations reviewed by a model in the last minute \
-                 (max_model_reviews_per_server_per_minute = {})",
-                window.len(),
-                limits.per_server_per_minute
-            ));
+            return Err(Refused {
+                limit: "max_model_reviews_per_server_per_minute",
+                why: format!(
+                    "this server already had {} elicitations reviewed by a model in the last minute \
+                     (max_model_reviews_per_server_per_minute = {})",
+                    window.len(),
+                    limits.per_server_per_minute
+                ),
+            });
         }
         window.push_back(now);
         if let Some(entry) = entry {
@@ -229,9 +244,10 @@ mod tests {
             .admit("git", Some(&call), LIMITS, now, Some(&calls))
             .expect_err("over the per-call cap");
         assert!(
-            refused.contains("max_model_reviews_per_call = 2"),
-            "{refused}"
+            refused.why.contains("max_model_reviews_per_call = 2"),
+            "{refused:?}"
         );
+        assert_eq!(refused.limit, "max_model_reviews_per_call");
     }
 
     #[test]
@@ -253,9 +269,12 @@ mod tests {
             .admit("git", None, LIMITS, start, Some(&calls))
             .expect_err("over the per-server cap");
         assert!(
-            refused.contains("max_model_reviews_per_server_per_minute = 3"),
-            "{refused}"
+            refused
+                .why
+                .contains("max_model_reviews_per_server_per_minute = 3"),
+            "{refused:?}"
         );
+        assert_eq!(refused.limit, "max_model_reviews_per_server_per_minute");
         // Another server has its own window.
         assert!(spend.admit("docs", None, LIMITS, start, None).is_ok());
         // A minute later the window has room again.
