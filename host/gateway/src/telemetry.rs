@@ -116,7 +116,7 @@ pub fn record_swap(metrics: &Metrics, swapped: bool) {
 pub fn levels(
     status: &InstanceStatus,
     chain: &gatehouse_core::chain::Chain,
-    waiting: usize,
+    waiting: &[(&str, usize)],
     compiles: CompileCounts,
     starts: &BTreeMap<String, ServerStarts>,
 ) -> Levels {
@@ -146,7 +146,9 @@ pub fn levels(
     }
     levels.set(&INSTANCES, &[], 1);
     levels.set(&ELICITATIONS_IN_FLIGHT, &[], clamp(status.in_flight));
-    levels.set(&PERSON_PENDING, &[], clamp(waiting as u64));
+    for (channel, count) in waiting {
+        levels.set(&PERSON_PENDING, &[channel], clamp(*count as u64));
+    }
     for backend in &status.backends {
         for state in ["connected", "failed", "starting"] {
             let level = i64::from(backend.state == state);

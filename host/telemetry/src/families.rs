@@ -137,8 +137,8 @@ families! {
     MODEL_BUDGET_LIMIT = "gatehouse_model_budget_limit", Gauge, None, ["grant", "limit"],
         "A model's spending budget per window: limit is calls or tokens.";
     /// Questions waiting for a person.
-    PERSON_PENDING = "gatehouse_person_questions_pending", Gauge, None, [],
-        "Questions waiting for a person's answer now.";
+    PERSON_PENDING = "gatehouse_person_questions_pending", Gauge, None, ["channel"],
+        "Questions waiting for a person's answer now: channel is client or console.";
     /// What the person answered, by channel.
     PERSON_ANSWERS = "gatehouse_person_answers", Counter, None, ["channel", "action"],
         "Answers a person gave: channel is client or console.";

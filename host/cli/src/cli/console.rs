@@ -1,6 +1,7 @@
 //! `gatehouse console`: the approvals console for every `gatehouse serve`
 //! instance on a config (also hosted by `gatehouse serve --console`).
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -40,11 +41,16 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let running = start(&config, args.listen.as_deref(), false).await?;
-        // The address on stdout, for scripts; how to log in is on stderr.
-        println!("console on http://{}/", running.address());
+        // The addresses on stdout, for scripts; how to log in is on stderr.
+        // A reader that closed stdout after the line it wanted (or a service
+        // manager that gave none) must not stop the console: a failed write
+        // is ignored, where `println!` would panic.
+        let mut stdout = std::io::stdout();
+        let _ = writeln!(stdout, "console on http://{}/", running.address());
         if let Some(telemetry) = &running_telemetry(&config, &running).await? {
-            println!("telemetry on http://{telemetry}/metrics");
+            let _ = writeln!(stdout, "telemetry on http://{telemetry}/metrics");
         }
+        let _ = stdout.flush();
         stop.requested_now().await;
         running.stop();
         running.stopped().await;

@@ -260,7 +260,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             let levels = gatehouse_gateway::telemetry::levels(
                 &status(),
                 &router.chain(),
-                router.pending().len(),
+                &router.waiting_by_channel(),
                 reloader.compile_counts(),
                 &mcp.starts(),
             );

@@ -539,3 +539,48 @@ fn the_dashboard_queries_only_metrics_gatehouse_exports() {
         assert!(used.contains(family), "no panel shows {family}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_waiting_in_the_console_is_counted_until_the_person_answers() {
+    use crate::console_support::{ConsoleProcess, Session, TOKEN};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = crate::console_support::config(dir.path(), "person = \"console\"");
+    let port = free_port();
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!("\n[telemetry]\nlisten = \"127.0.0.1:{port}\"\n"));
+    std::fs::write(&config, text).expect("config");
+    let console = ConsoleProcess::start(&config);
+    let gateway = HttpGateway::start(&config);
+    let client = std::sync::Arc::new(().serve(gateway.transport()).await.expect("initialize"));
+    let call = elicit(&client, name_form("who are you?"));
+    let session = Session::login(&console.base, TOKEN).await.expect("login");
+    let open = session.open(1).await;
+    let metrics = format!("http://127.0.0.1:{port}/metrics");
+    let until = |sample: &'static str| {
+        let metrics = metrics.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let (_, text) = get(&metrics, None).await;
+                if text.lines().any(|line| line == sample) {
+                    return;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "never {sample:?}: {text}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    until("gatehouse_person_questions_pending{channel=\"console\"} 1").await;
+    until("gatehouse_person_questions_pending{channel=\"client\"} 0").await;
+    let (status, said) = session
+        .answer(&serde_json::json!({"id": open[0]["id"], "action": "accept", "content": {"name": "Ada"}}))
+        .await;
+    assert_eq!(status.as_u16(), 200, "{said}");
+    let result = call.await.expect("the call");
+    assert!(result.contains("Ada"), "{result}");
+    until("gatehouse_person_questions_pending{channel=\"console\"} 0").await;
+    until("gatehouse_person_answers_total{channel=\"console\",action=\"accept\"} 1").await;
+}

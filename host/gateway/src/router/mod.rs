@@ -113,6 +113,8 @@ pub struct Router {
     console: OnceLock<Arc<gatehouse_console::link::Link>>,
     /// What the operator scrapes (`crate::telemetry`).
     metrics: Arc<gatehouse_telemetry::series::Metrics>,
+    /// The questions waiting for the person, by channel.
+    waiting: person::Waiting,
     catalog: OnceLock<CatalogSource>,
     calls: OnceLock<Arc<Calls>>,
     reviews: admission::Admission,
@@ -192,6 +194,7 @@ impl Router {
             person,
             console: OnceLock::new(),
             metrics: Arc::default(),
+            waiting: person::Waiting::default(),
             catalog: OnceLock::new(),
             calls: OnceLock::new(),
             reviews: admission::Admission::new(concurrent_reviews),
@@ -267,6 +270,12 @@ impl Router {
     /// recorded there ([`crate::telemetry::record_decision`]).
     pub fn metrics(&self) -> &Arc<gatehouse_telemetry::series::Metrics> {
         &self.metrics
+    }
+
+    /// How many questions wait for the person now, by channel (`client`,
+    /// `console`).
+    pub fn waiting_by_channel(&self) -> [(&'static str, usize); 2] {
+        self.waiting.by_channel()
     }
 
     /// The chain in force.
@@ -796,6 +805,7 @@ impl Router {
         let channels = person::Channels {
             client: &*self.person,
             console: self.console.get(),
+            waiting: &self.waiting,
         };
         person::ask(channels, &self.pending, settings, question).await
     }

@@ -171,6 +171,42 @@ pub(super) struct Channels<'a> {
     pub(super) client: &'a dyn Person,
     /// The console, when `[console]` is configured.
     pub(super) console: Option<&'a Arc<Link>>,
+    /// The questions waiting on each, counted for the metrics.
+    pub(super) waiting: &'a Waiting,
+}
+
+/// How many questions wait for the person on each channel now.
+#[derive(Debug, Default)]
+pub(super) struct Waiting {
+    client: std::sync::atomic::AtomicUsize,
+    console: std::sync::atomic::AtomicUsize,
+}
+
+impl Waiting {
+    /// The counts, by channel name.
+    pub(super) fn by_channel(&self) -> [(&'static str, usize); 2] {
+        use std::sync::atomic::Ordering::Relaxed;
+        [
+            ("client", self.client.load(Relaxed)),
+            ("console", self.console.load(Relaxed)),
+        ]
+    }
+
+    /// Counts one question waiting on the console (or the client) until
+    /// the guard drops.
+    fn hold(&self, console: bool) -> WaitingGuard<'_> {
+        let count = if console { &self.console } else { &self.client };
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        WaitingGuard(count)
+    }
+}
+
+struct WaitingGuard<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The person's answer and how it came.
@@ -250,6 +286,7 @@ pub(super) async fn ask(
         None => why.to_owned(),
     };
     let why = why.as_str();
+    let on_console = asking.is_none();
     let asking = match asking {
         Some(asking) => Ok(asking),
         None => match channels.console {
@@ -301,6 +338,7 @@ pub(super) async fn ask(
         &elicitation.server,
         &request.context().request_id.to_string(),
     );
+    let _waiting = channels.waiting.hold(on_console);
     // The call the question belongs to, when it is one: once it has ended
     // (its server answered or failed it, or it was given up) nobody waits
     // for the answer.
@@ -599,6 +637,7 @@ mod tests {
             Channels {
                 client: &NoPerson,
                 console: None,
+                waiting: &Waiting::default(),
             },
             &pending,
             &settings,
@@ -628,6 +667,7 @@ mod tests {
                     Channels {
                         client: &Silent,
                         console: None,
+                        waiting: &Waiting::default(),
                     },
                     &pending,
                     &settings,
@@ -667,6 +707,7 @@ mod tests {
         let channels = Channels {
             client: &Silent,
             console: None,
+            waiting: &Waiting::default(),
         };
         let decided = ask(channels, &pending, &settings, question).await;
         assert_eq!(decided.by, DecidedBy::Unhandled);
@@ -691,6 +732,7 @@ mod tests {
             Channels {
                 client: &Silent,
                 console: None,
+                waiting: &Waiting::default(),
             },
             &pending,
             &settings,
