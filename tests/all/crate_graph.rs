@@ -358,3 +358,43 @@ fn the_registry_links_no_mcp_gateway_reviewer_or_cli() {
          gateway and no reviewer; the gateway reads a locked module's bytes through it",
     );
 }
+
+/// The OpenTelemetry SDK, its exporter and its bridge to `tracing`.
+const OPENTELEMETRY: &[&str] = &[
+    "opentelemetry",
+    "opentelemetry_sdk",
+    "opentelemetry-otlp",
+    "opentelemetry-proto",
+    "tracing-opentelemetry",
+];
+
+#[test]
+fn only_the_binary_links_opentelemetry() {
+    let binary = tree("gatehouse", &[]);
+    assert!(
+        OPENTELEMETRY
+            .iter()
+            .filter(|name| **name != "opentelemetry-proto")
+            .all(|name| binary.contains(*name)),
+        "the binary exports traces: {binary:?}"
+    );
+    for library in [
+        "gatehouse-base",
+        "gatehouse-core",
+        "gatehouse-audit",
+        "gatehouse-models",
+        "gatehouse-mcp",
+        "gatehouse-telemetry",
+        "gatehouse-console",
+        "gatehouse-gateway",
+        "gatehouse-embed-example",
+    ] {
+        assert_absent(
+            library,
+            &tree(library, &[]),
+            OPENTELEMETRY,
+            "libraries emit `tracing` spans under gatehouse_base::trace::TARGET; only the binary \
+             subscribes and exports them over OTLP, so an embedder never links an exporter",
+        );
+    }
+}

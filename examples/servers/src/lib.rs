@@ -30,7 +30,7 @@ pub use wire::{NoProgressToken, NoProgressTokenSessions};
 pub const USAGE: &str = "\
 usage: demo-server [--name NAME] [--http ADDR] [--protocol VERSION] [--fail] [--hang]
                    [--resource URI]... [--template TEMPLATE]... [--answer-any-read]
-                   [--reads-log FILE]
+                   [--reads-log FILE] [--meta-log FILE]
 
   --name NAME   server name (default: demo); every tool result text starts with `[NAME] `
   --protocol VERSION
@@ -53,6 +53,9 @@ usage: demo-server [--name NAME] [--http ADDR] [--protocol VERSION] [--fail] [--
   --reads-log FILE
                 append every URI this server is asked to read to FILE, one JSON string
                 a line
+  --meta-log FILE
+                append the `_meta` of every tools/call this server is sent to FILE, one
+                JSON object a line: {\"tool\": NAME, \"meta\": {...}}
 
 tools: echo, read_file, delete_branch (asks for approval with Codex-style _meta),
 rename_branch (asks for approval too, but its _meta.tool_params name the branch
@@ -80,6 +83,8 @@ pub struct Options {
     pub hang: bool,
     /// Extra resources and templates, and what happens to reads.
     pub resources: ResourceOptions,
+    /// Where to append each tools/call's `_meta` (`--meta-log`).
+    pub meta_log: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -91,6 +96,7 @@ impl Default for Options {
             fail: false,
             hang: false,
             resources: ResourceOptions::default(),
+            meta_log: None,
         }
     }
 }
@@ -132,6 +138,7 @@ impl Options {
                 "--resource" => options.resources.resources.push(value("--resource")?),
                 "--template" => options.resources.templates.push(value("--template")?),
                 "--reads-log" => options.resources.reads_log = Some(value("--reads-log")?.into()),
+                "--meta-log" => options.meta_log = Some(value("--meta-log")?.into()),
                 "--fail" | "--hang" | "--answer-any-read" if inline.is_some() => {
                     return Err(format!("{flag} takes no value"));
                 }
@@ -228,6 +235,7 @@ fn server(options: &Options) -> DemoServer {
     DemoServer::new(&options.name)
         .with_protocol(options.protocol)
         .with_resources(options.resources.clone())
+        .with_meta_log(options.meta_log.clone())
 }
 
 /// Serves `server` over stdin/stdout until the client closes stdin.
@@ -302,7 +310,14 @@ mod tests {
                 fail: false,
                 hang: true,
                 resources: ResourceOptions::default(),
+                meta_log: None,
             }
+        );
+        assert_eq!(
+            Options::parse(["--meta-log", "/tmp/meta"])
+                .unwrap()
+                .meta_log,
+            Some("/tmp/meta".into())
         );
         let parsed = Options::parse([
             "--resource",

@@ -120,6 +120,7 @@ pub struct DemoServer {
     protocol: Protocol,
     added_tools: Arc<Mutex<BTreeSet<String>>>,
     resources: Arc<ResourceOptions>,
+    meta_log: Option<Arc<PathBuf>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -664,8 +665,18 @@ impl DemoServer {
             protocol: Protocol::default(),
             added_tools: Arc::default(),
             resources: Arc::default(),
+            meta_log: None,
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// The same server appending the `_meta` of every `tools/call` it is
+    /// sent to `log`, one JSON object a line: `{"tool": NAME, "meta":
+    /// {...}}` (`--meta-log`; what a client carried, such as trace
+    /// context).
+    pub fn with_meta_log(mut self, log: Option<PathBuf>) -> Self {
+        self.meta_log = log.map(Arc::new);
+        self
     }
 
     /// The same server with the extra resources and read handling of
@@ -964,6 +975,20 @@ impl ServerHandler for DemoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(log) = &self.meta_log {
+            let line = json!({"tool": request.name, "meta": context.meta}).to_string() + "\n";
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&**log)
+                .and_then(|mut file| file.write_all(line.as_bytes()));
+            if let Err(error) = written {
+                return Err(McpError::internal_error(
+                    format!("cannot log the call to {}: {error}", log.display()),
+                    None,
+                ));
+            }
+        }
         if !self.tool_router.has_route(&request.name) && self.added().contains(&*request.name) {
             return Ok(self.call_added_tool(&request).into());
         }

@@ -6,7 +6,10 @@
 //! The same review with the metrics a gateway records for its decision (the
 //! elicitation, its module's review, the audit write: six series), side by
 //! side, is what telemetry costs a decision; rendering a scrape is measured
-//! apart.
+//! apart. So is the same review with its trace span taken by an
+//! OpenTelemetry layer and batched for export (the exporter drops the
+//! batches: encoding and sending happen on the exporter's own thread),
+//! against the default, where no subscriber takes the span.
 //!
 //! Run: `.ci/build-guests && cargo bench -p gatehouse-bench --bench review`
 
@@ -82,6 +85,14 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    let (subscriber, provider) = traced_subscriber();
+    tracing::subscriber::with_default(subscriber, || {
+        group.bench_function("sandboxed, fresh instance, trace span exported", |b| {
+            b.iter(|| chain.review(&request))
+        });
+    });
+    let _ = provider.shutdown();
+
     group.bench_function("native logic", |b| {
         b.iter(|| gatehouse_guardian::logic::review(CONFIG, &input))
     });
@@ -94,6 +105,44 @@ fn bench(c: &mut Criterion) {
         |b| b.iter_custom(|iters| concurrent_reviews(&chain, &request, iters)),
     );
     group.finish();
+}
+
+/// A subscriber that takes gatehouse's trace spans as `gatehouse serve`
+/// does with `[traces]` (an OpenTelemetry layer, every span sampled, a batch
+/// processor), its exporter dropping what it is given.
+fn traced_subscriber() -> (
+    impl tracing::Subscriber + Send + Sync,
+    opentelemetry_sdk::trace::SdkTracerProvider,
+) {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
+        .with_span_processor(opentelemetry_sdk::trace::BatchSpanProcessor::builder(Dropped).build())
+        .build();
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("gatehouse"))
+        .with_tracked_inactivity(false)
+        .with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target(gatehouse_base::trace::TARGET, tracing::Level::DEBUG),
+        );
+    (tracing_subscriber::registry().with(layer), provider)
+}
+
+/// An exporter that drops every batch.
+#[derive(Debug)]
+struct Dropped;
+
+impl opentelemetry_sdk::trace::SpanExporter for Dropped {
+    async fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        drop(batch);
+        Ok(())
+    }
 }
 
 /// What the gateway's `telemetry::record_decision` and `record_audit_write`

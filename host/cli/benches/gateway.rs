@@ -5,6 +5,9 @@
 //!   finishes the call): direct (the client answers it at once) versus
 //!   through gatehouse (the guardian reviews it in a fresh sandbox, the
 //!   answer is audited, then sent);
+//! - each through-gatehouse row again with `[traces]` on, exporting every
+//!   span over OTLP/HTTP to a receiver in this process that accepts and
+//!   drops them ("traces on");
 //! - the resident memory of an idle `gatehouse serve` with three modules.
 //!
 //! Run: `.ci/build-guests && cargo build --release -p gatehouse-example-servers && cargo bench -p gatehouse --bench gateway`
@@ -86,6 +89,11 @@ async fn connect(command: tokio::process::Command) -> Client {
 /// `gatehouse serve` over one demo-server `git`, with `modules` guardians
 /// (the first allows read_file; the others are never reached).
 fn gateway_config(dir: &Path, modules: usize) -> PathBuf {
+    gateway_config_with(dir, modules, "")
+}
+
+/// [`gateway_config`] with `extra` appended (a `[traces]` section).
+fn gateway_config_with(dir: &Path, modules: usize, extra: &str) -> PathBuf {
     let mut text = format!(
         "[mcp_servers.git]\ncommand = {:?}\nargs = [\"--name\", \"git\"]\n\n[review]\nverify_contract = false\n\n",
         demo_server().display().to_string()
@@ -97,6 +105,7 @@ fn gateway_config(dir: &Path, modules: usize) -> PathBuf {
         ));
     }
     text.push_str("[elicitations]\naudit_log = \"audit.jsonl\"\n");
+    text.push_str(extra);
     let path = dir.join("gatehouse.toml");
     std::fs::write(&path, text).expect("write config");
     path
@@ -114,6 +123,26 @@ fn approval() -> Value {
         "_meta": {"codex_request_type": "approval_request", "codex_approval_kind": "mcp_tool_call",
                   "tool_name": "read_file", "tool_params": {"path": "README.md"}}
     }})
+}
+
+/// An OTLP/HTTP receiver on loopback that accepts every export and drops
+/// it; its address.
+async fn trace_sink() -> std::net::SocketAddr {
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(|_body: axum::body::Bytes| async {
+            (
+                [("content-type", "application/x-protobuf")],
+                Vec::<u8>::new(),
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the trace sink");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    address
 }
 
 fn rss_mib(pid: u32) -> Option<f64> {
@@ -141,7 +170,8 @@ fn bench(c: &mut Criterion) {
         gateway.env("RUST_LOG", "error");
         gateway
     };
-    let (direct, through, baseline) = runtime.block_on(async {
+    let traced_dir = tempfile::tempdir().expect("tempdir");
+    let (direct, through, baseline, traced) = runtime.block_on(async {
         let mut server = tokio::process::Command::new(demo_server());
         server.args(["--name", "git"]);
         let through = gateway(Path::new(env!("CARGO_BIN_EXE_gatehouse")), &config);
@@ -149,7 +179,19 @@ fn bench(c: &mut Criterion) {
             Some(binary) => Some(connect(gateway(binary, &baseline_config)).await),
             None => None,
         };
-        (connect(server).await, connect(through).await, baseline)
+        let sink = trace_sink().await;
+        let traced_config = gateway_config_with(
+            traced_dir.path(),
+            1,
+            &format!("\n[traces]\nendpoint = \"http://{sink}\"\n"),
+        );
+        let traced = gateway(Path::new(env!("CARGO_BIN_EXE_gatehouse")), &traced_config);
+        (
+            connect(server).await,
+            connect(through).await,
+            baseline,
+            connect(traced).await,
+        )
     });
 
     let mut group = c.benchmark_group("gateway (stdio)");
@@ -164,6 +206,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             runtime
                 .block_on(through.call_tool(call("git__echo", json!({"text": "hi"}))))
+                .expect("echo")
+        })
+    });
+    group.bench_function("tools/call echo: through gatehouse, traces on", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(traced.call_tool(call("git__echo", json!({"text": "hi"}))))
                 .expect("echo")
         })
     });
@@ -193,6 +242,16 @@ fn bench(c: &mut Criterion) {
             })
         },
     );
+    group.bench_function(
+        "elicitation end to end: through gatehouse (guardian), traces on",
+        |b| {
+            b.iter(|| {
+                runtime
+                    .block_on(traced.call_tool(call("git__elicit_raw", approval())))
+                    .expect("elicit_raw")
+            })
+        },
+    );
     if let Some(baseline) = &baseline {
         group.bench_function(
             "elicitation end to end: through baseline gatehouse (guardian)",
@@ -209,6 +268,7 @@ fn bench(c: &mut Criterion) {
     runtime.block_on(async {
         let _ = direct.cancel().await;
         let _ = through.cancel().await;
+        let _ = traced.cancel().await;
         if let Some(baseline) = baseline {
             let _ = baseline.cancel().await;
         }

@@ -344,7 +344,53 @@ impl ModelGrant {
     /// is answered [`ModelError::OverBudget`] (no attempt made); one that is
     /// sent counts each of its attempts as a call, and its tokens, when it
     /// returns.
+    ///
+    /// The call is a span of a trace ([`gatehouse_base::trace`]): `model
+    /// call`, with the grant, the attempts, the tokens reported and the
+    /// outcome (`answered` or the error's code).
     pub fn complete(
+        &self,
+        request: &CompletionRequest,
+        deadline: Instant,
+        cancel: &Cancel,
+    ) -> ModelReply {
+        let span = tracing::debug_span!(
+            target: gatehouse_base::trace::TARGET,
+            "model call",
+            otel.name = %format_args!("model call {}", gatehouse_base::trace::attribute(&self.name)),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "chat",
+            gatehouse.model = %gatehouse_base::trace::attribute(&self.name),
+            gatehouse.model.attempts = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gatehouse.outcome = tracing::field::Empty,
+        );
+        let _in = span.enter();
+        let reply = self.complete_within_budget(request, deadline, cancel);
+        if !span.is_disabled() {
+            span.record("gatehouse.model.attempts", reply.attempts);
+            match &reply.result {
+                Ok(completion) => {
+                    span.record("gatehouse.outcome", "answered");
+                    if let Some(tokens) = completion.input_tokens {
+                        span.record("gen_ai.usage.input_tokens", tokens);
+                    }
+                    if let Some(tokens) = completion.output_tokens {
+                        span.record("gen_ai.usage.output_tokens", tokens);
+                    }
+                }
+                Err(error) => {
+                    span.record("gatehouse.outcome", error.code());
+                    span.record("otel.status_code", "error");
+                }
+            }
+        }
+        reply
+    }
+
+    fn complete_within_budget(
         &self,
         request: &CompletionRequest,
         deadline: Instant,

@@ -96,6 +96,36 @@ pub struct UpstreamCall {
     pub turn_id: Option<String>,
     /// Cancelled when the call ends ([`UpstreamCall::ended`]).
     ended: Ended,
+    /// The upstream request's span ([`crate::trace::upstream_request`]).
+    span: CallSpan,
+}
+
+/// An upstream call's span, parent of its elicitations' spans, held until
+/// the call leaves the registry (whoever still holds the call after that,
+/// such as the bounds on model spend, does not keep the span open). Not
+/// part of what a call is: every two compare equal.
+#[derive(Debug, Clone, Default)]
+struct CallSpan(Arc<std::sync::Mutex<Option<tracing::Span>>>);
+
+impl CallSpan {
+    fn get(&self) -> tracing::Span {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|span| span.clone())
+            .unwrap_or_else(tracing::Span::none)
+    }
+
+    fn end(&self) {
+        let ended = self.0.lock().ok().and_then(|mut span| span.take());
+        drop(ended);
+    }
+}
+
+impl PartialEq for CallSpan {
+    fn eq(&self, _: &CallSpan) -> bool {
+        true
+    }
 }
 
 /// Cancelled when its call leaves the registry (the [`CallGuard`] is
@@ -156,7 +186,21 @@ impl UpstreamCall {
             request_id: None,
             turn_id: None,
             ended: Ended::default(),
+            span: CallSpan::default(),
         }
+    }
+
+    /// The same call under the upstream request's span
+    /// ([`crate::trace::upstream_request`]).
+    pub fn with_span(mut self, span: tracing::Span) -> Self {
+        self.span = CallSpan(Arc::new(std::sync::Mutex::new(Some(span))));
+        self
+    }
+
+    /// The upstream request's span while the call is in flight; disabled
+    /// after, and unless traces are on.
+    pub fn span(&self) -> tracing::Span {
+        self.span.get()
     }
 
     /// Resolves when the call has ended (answered, failed or given up) and
@@ -598,6 +642,7 @@ impl Drop for CallGuard {
             calls.retain(|(key, call)| {
                 if *key == self.key {
                     call.ended.0.cancel();
+                    call.span.end();
                 }
                 *key != self.key
             });

@@ -105,6 +105,14 @@ pub enum ConfigError {
         /// What is wrong, naming the table and the field.
         source: gatehouse_models::ModelConfigError,
     },
+    /// The `[traces]` section is invalid.
+    #[error("{}: {source}", path.display())]
+    Traces {
+        /// The config file.
+        path: PathBuf,
+        /// The field and what is wrong.
+        source: gatehouse_telemetry::traces::TracesConfigError,
+    },
     /// A `[[review.modules]]` entry names no component, or two, or a
     /// reference that is not one.
     #[error("{}: review.modules[{index}]: {problem}", path.display())]
@@ -160,6 +168,11 @@ pub struct Config {
     /// serves their sum there, never reset when an instance ends.
     #[serde(default)]
     pub telemetry: Option<gatehouse_telemetry::endpoint::EndpointConfig>,
+    /// The `[traces]` section: the OTLP collector spans go to
+    /// ([`gatehouse_telemetry::traces`]). Absent, no span is exported. Read
+    /// when `gatehouse serve` starts.
+    #[serde(default)]
+    pub traces: Option<gatehouse_telemetry::traces::TracesConfig>,
     /// The file the config was read from (for relative paths and errors).
     #[serde(skip)]
     pub origin: PathBuf,
@@ -193,6 +206,12 @@ impl Config {
                 field,
                 problem,
             })?;
+        if let Some(traces) = &config.traces {
+            traces.traces_url().map_err(|source| ConfigError::Traces {
+                path: origin.to_path_buf(),
+                source,
+            })?;
+        }
         for (name, model) in &config.models {
             model.check(name).map_err(|source| ConfigError::Model {
                 path: origin.to_path_buf(),

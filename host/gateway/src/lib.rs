@@ -35,6 +35,7 @@ mod server;
 pub mod source;
 pub mod stdio;
 pub mod telemetry;
+pub mod trace;
 mod upstream;
 
 pub use forward::Forwarder;

@@ -236,10 +236,15 @@ pub fn build_checked_chain(
             .link(Arc::new(module), config.review.on_failure, &models)
             .map_err(|source| ReloadError::Grant { index, source })?;
         if let Some(kit) = kit {
-            let report =
+            // One trace per module checked: the kit's reviews are its
+            // children, not traces of their own.
+            let span = crate::trace::contract_check(&name);
+            let report = span.in_scope(|| {
                 kit.clone()
                     .with_module_limits(limits)
-                    .run(&source, &bytes, Suite::Contract, &[]);
+                    .run(&source, &bytes, Suite::Contract, &[])
+            });
+            crate::trace::ended(&span, if report.passed() { "ok" } else { "failed" });
             if !report.passed() {
                 let failures = report.failures_line();
                 return Err(ReloadError::Contract {

@@ -17,10 +17,12 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
+use tracing::Instrument;
 
 use crate::calls::{CallKind, Calls, SessionId, UpstreamCall};
 use crate::forward::Forwarder;
 use crate::rounds;
+use crate::trace;
 use crate::upstream::Upstream;
 use gatehouse_mcp::runtime::{McpRuntime, RuntimeError};
 
@@ -445,28 +447,43 @@ impl ServerHandler for Gateway {
                 .await?
                 .into_tool();
         }
-        let snapshot = self.catalog_with(&request.name).await;
+        let span = trace::upstream_request(
+            CallKind::ToolCall,
+            self.session,
+            &request.name,
+            &context.meta,
+        );
+        let snapshot = self
+            .catalog_with(&request.name)
+            .instrument(span.clone())
+            .await;
         let Some(entry) = snapshot.tool(&request.name) else {
+            trace::ended(&span, "unknown");
             return Err(ErrorData::invalid_params(
                 format!("no tool named `{}`", request.name),
                 None,
             ));
         };
         let arguments = request.arguments.clone().map(serde_json::Value::Object);
-        let call = self.begin_call(
-            UpstreamCall::new(
-                self.session,
-                CallKind::ToolCall,
-                entry.server.clone(),
-                request.name.clone(),
-                entry.tool.name.to_string(),
+        trace::routed(&span, &entry.server, arguments.as_ref());
+        let call = self
+            .begin_call(
+                UpstreamCall::new(
+                    self.session,
+                    CallKind::ToolCall,
+                    entry.server.clone(),
+                    request.name.clone(),
+                    entry.tool.name.to_string(),
+                )
+                .with_arguments(arguments)
+                .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
+                .with_turn_id(crate::calls::turn_id(&context.meta))
+                .with_span(span.clone()),
             )
-            .with_arguments(arguments)
-            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
-            .with_turn_id(crate::calls::turn_id(&context.meta)),
-        )?;
+            .inspect_err(|_| trace::ended(&span, "refused"))?;
         let runtime = self.runtime.clone();
         let name = request.name.clone();
+        let (server, server_name) = (entry.server.clone(), entry.tool.name.to_string());
         // A call carried across rounds (2026-07-28, inline) outlives its
         // first request: only its client's going ends it.
         let abandoned = self.abandoned((!inline).then(|| context.ct.clone()));
@@ -494,6 +511,14 @@ impl ServerHandler for Gateway {
                 )])),
             }
         };
+        let called = trace::downstream(
+            &span,
+            CallKind::ToolCall,
+            &server,
+            &server_name,
+            called,
+            |result: &CallToolResult| result.is_error == Some(true),
+        );
         if inline {
             let work = Box::pin(async move { called.await.map(rounds::Output::Tool) });
             return self
@@ -547,25 +572,45 @@ impl ServerHandler for Gateway {
                 .await?
                 .into_resource();
         }
-        let snapshot = self.refreshed().await;
+        let span = trace::upstream_request(
+            CallKind::ResourceRead,
+            self.session,
+            &request.uri,
+            &context.meta,
+        );
+        let snapshot = self.refreshed().instrument(span.clone()).await;
         let target = self
             .forwarder
             .resource_target(&snapshot, &request.uri)
-            .await?;
-        let call = self.begin_call(
-            UpstreamCall::new(
-                self.session,
-                CallKind::ResourceRead,
-                target.server.clone(),
-                request.uri.clone(),
-                target.uri.clone(),
+            .await
+            .inspect_err(|_| trace::ended(&span, "unknown"))?;
+        trace::routed(&span, &target.server, None);
+        let call = self
+            .begin_call(
+                UpstreamCall::new(
+                    self.session,
+                    CallKind::ResourceRead,
+                    target.server.clone(),
+                    request.uri.clone(),
+                    target.uri.clone(),
+                )
+                .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
+                .with_turn_id(crate::calls::turn_id(&context.meta))
+                .with_span(span.clone()),
             )
-            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
-            .with_turn_id(crate::calls::turn_id(&context.meta)),
-        )?;
+            .inspect_err(|_| trace::ended(&span, "refused"))?;
         let forwarder = self.forwarder.clone();
         let uri = request.uri.clone();
+        let (server, server_uri) = (target.server.clone(), target.uri.clone());
         let read = async move { forwarder.read_target(&snapshot, &uri, &target).await };
+        let read = trace::downstream(
+            &span,
+            CallKind::ResourceRead,
+            &server,
+            &server_uri,
+            read,
+            |_| false,
+        );
         if inline {
             let work = Box::pin(async move { read.await.map(rounds::Output::Resource) });
             return self
@@ -602,31 +647,50 @@ impl ServerHandler for Gateway {
                 .await?
                 .into_prompt();
         }
-        let snapshot = self.refreshed().await;
+        let span = trace::upstream_request(
+            CallKind::PromptGet,
+            self.session,
+            &request.name,
+            &context.meta,
+        );
+        let snapshot = self.refreshed().instrument(span.clone()).await;
         let (server, name) = self
             .forwarder
             .prompt_server(&snapshot, &request.name)
-            .await?;
-        let call = self.begin_call(
-            UpstreamCall::new(
-                self.session,
-                CallKind::PromptGet,
-                server.clone(),
-                request.name.clone(),
-                name.clone(),
+            .await
+            .inspect_err(|_| trace::ended(&span, "unknown"))?;
+        let arguments = request.arguments.clone().map(serde_json::Value::Object);
+        trace::routed(&span, &server, arguments.as_ref());
+        let call = self
+            .begin_call(
+                UpstreamCall::new(
+                    self.session,
+                    CallKind::PromptGet,
+                    server.clone(),
+                    request.name.clone(),
+                    name.clone(),
+                )
+                .with_arguments(arguments)
+                .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
+                .with_turn_id(crate::calls::turn_id(&context.meta))
+                .with_span(span.clone()),
             )
-            .with_arguments(request.arguments.clone().map(serde_json::Value::Object))
-            .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
-            .with_turn_id(crate::calls::turn_id(&context.meta)),
-        )?;
+            .inspect_err(|_| trace::ended(&span, "refused"))?;
         let forwarder = self.forwarder.clone();
         let qualified = request.name.clone();
         let arguments = request.arguments.clone();
-        let got = async move {
-            forwarder
-                .get_prompt_from(&snapshot, &qualified, &server, &name, arguments)
-                .await
-        };
+        let got = trace::downstream(
+            &span,
+            CallKind::PromptGet,
+            &server.clone(),
+            &name.clone(),
+            async move {
+                forwarder
+                    .get_prompt_from(&snapshot, &qualified, &server, &name, arguments)
+                    .await
+            },
+            |_| false,
+        );
         if inline {
             let work = Box::pin(async move { got.await.map(rounds::Output::Prompt) });
             return self

@@ -28,9 +28,24 @@ use gatehouse_telemetry::series::{Levels, Metrics, Snapshot};
 /// be written.
 pub const AUDIT_UNAVAILABLE: &str = "audit-unavailable";
 
-/// Records one decision as its audit line has it; `downgraded` when an
-/// accept became a decline because that line could not be written.
-pub fn record_decision(metrics: &Metrics, record: &AuditRecord, downgraded: bool) {
+/// How a decision reads in metrics and traces: the same words for both,
+/// taken from its audit record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecisionLabels<'a> {
+    /// The answer's action (`accept`, `decline`, `cancel`), or `error`.
+    pub action: &'a str,
+    /// Who decided (`guest`, `policy`, `person`, `failure`, …).
+    pub decided_by: &'static str,
+    /// The failure code when it failed closed ([`AUDIT_UNAVAILABLE`], a
+    /// module's failure code, or `chain`).
+    pub fail_closed: Option<&'a str>,
+    /// The channel the person answered on (`client`, `console`), if asked.
+    pub person: Option<&'static str>,
+}
+
+/// [`DecisionLabels`] of `record`; `downgraded` when an accept became a
+/// decline because its audit line could not be written.
+pub fn decision_labels(record: &AuditRecord, downgraded: bool) -> DecisionLabels<'_> {
     let action = if record.answer.get("error").is_some() {
         "error"
     } else if downgraded {
@@ -43,6 +58,35 @@ pub fn record_decision(metrics: &Metrics, record: &AuditRecord, downgraded: bool
     } else {
         record.decided_by.name()
     };
+    let fail_closed = if downgraded {
+        Some(AUDIT_UNAVAILABLE)
+    } else if record.decided_by == DecidedBy::Failure {
+        Some(
+            record
+                .deciding_step()
+                .and_then(|step| step.failure.as_deref())
+                .unwrap_or("chain"),
+        )
+    } else {
+        None
+    };
+    let person = record.person.as_ref().map(|person| match person {
+        PersonChannel::Client => "client",
+        PersonChannel::Console { .. } => "console",
+    });
+    DecisionLabels {
+        action,
+        decided_by,
+        fail_closed,
+        person,
+    }
+}
+
+/// Records one decision as its audit line has it; `downgraded` when an
+/// accept became a decline because that line could not be written.
+pub fn record_decision(metrics: &Metrics, record: &AuditRecord, downgraded: bool) {
+    let labels = decision_labels(record, downgraded);
+    let (action, decided_by) = (labels.action, labels.decided_by);
     let server = record.server.as_str();
     metrics.count(
         &ELICITATIONS,
@@ -54,13 +98,7 @@ pub fn record_decision(metrics: &Metrics, record: &AuditRecord, downgraded: bool
         &[server, decided_by],
         micros(record.latency_us),
     );
-    if downgraded {
-        metrics.count(&FAIL_CLOSED, &[server, AUDIT_UNAVAILABLE], 1);
-    } else if record.decided_by == DecidedBy::Failure {
-        let code = record
-            .deciding_step()
-            .and_then(|step| step.failure.as_deref())
-            .unwrap_or("chain");
+    if let Some(code) = labels.fail_closed {
         metrics.count(&FAIL_CLOSED, &[server, code], 1);
     }
     for step in &record.steps {
@@ -88,11 +126,7 @@ pub fn record_decision(metrics: &Metrics, record: &AuditRecord, downgraded: bool
             metrics.observe(&MODEL_CALL_DURATION, &[grant], micros(call.latency_us));
         }
     }
-    if let Some(person) = &record.person {
-        let channel = match person {
-            PersonChannel::Client => "client",
-            PersonChannel::Console { .. } => "console",
-        };
+    if let Some(channel) = labels.person {
         metrics.count(&PERSON_ANSWERS, &[channel, action], 1);
     }
 }

@@ -50,6 +50,42 @@ pub fn current_call() -> Option<CallKey> {
     CURRENT_CALL.try_with(|key| *key).ok()
 }
 
+/// Entries of a request's `_meta`, carried to the servers a call's work
+/// sends requests to ([`carrying`]).
+pub type CarriedMeta = serde_json::Map<String, serde_json::Value>;
+
+tokio::task_local! {
+    static CARRIED: std::sync::Arc<CarriedMeta>;
+}
+
+/// Runs `work` so that every `tools/call`, `resources/read` and
+/// `prompts/get` it sends to a server (itself, not from tasks it spawns)
+/// carries `meta`'s entries in its `_meta`: the owner's trace context
+/// (W3C `traceparent`, `tracestate`) of the call it is sent for. An entry
+/// the connection sets itself is never replaced.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use gatehouse_mcp::on_behalf::{carried, carrying};
+/// let mut meta = serde_json::Map::new();
+/// meta.insert("traceparent".into(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into());
+/// let seen = carrying(meta, async { carried().map(|meta| meta.len()) }).await;
+/// assert_eq!(seen, Some(1));
+/// assert!(carried().is_none());
+/// # });
+/// ```
+pub async fn carrying<F: Future>(meta: CarriedMeta, work: F) -> F::Output {
+    if meta.is_empty() {
+        return work.await;
+    }
+    CARRIED.scope(std::sync::Arc::new(meta), work).await
+}
+
+/// What the current task's requests carry ([`carrying`]), if anything.
+pub fn carried() -> Option<std::sync::Arc<CarriedMeta>> {
+    CARRIED.try_with(std::sync::Arc::clone).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,8 @@
 //!   report to it, which never goes down when an instance ends.
 //! - [`exposition`]: a snapshot as the OpenMetrics text Prometheus scrapes.
 //! - [`health`]: liveness and readiness, as `/healthz` and `/readyz` report them.
+//! - [`traces`]: the `[traces]` section and the hook that carries trace
+//!   context in and out of MCP `_meta` (the exporter is the binary's).
 //!
 //! The reviewer core does not depend on it (an embedder links no
 //! exporter): the gateway turns the core's reports and its audit records
@@ -21,3 +23,4 @@ pub mod families;
 pub mod health;
 pub mod series;
 pub mod totals;
+pub mod traces;

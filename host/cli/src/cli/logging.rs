@@ -10,10 +10,13 @@ use gatehouse_core::escape::{EscapeWriter, Escaped};
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
+use tracing_subscriber::Layer;
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// How log lines are written (`--log-format`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -55,15 +58,20 @@ pub fn init_tracing(
         .lossy(true)
         .thread_name("gatehouse-log")
         .finish(std::io::stderr());
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(format == LogFormat::Text && std::io::stderr().is_terminal())
         .fmt_fields(EscapedFields);
-    match format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.event_format(JsonLines).init(),
-    }
+    let logs = match format {
+        LogFormat::Text => logs.boxed(),
+        LogFormat::Json => logs.event_format(JsonLines).boxed(),
+    };
+    // Each layer has its own filter: the log's (RUST_LOG, -v) and the
+    // traces' (`super::traces::Gate`), so neither changes what the other sees.
+    tracing_subscriber::registry()
+        .with(super::traces::layer())
+        .with(logs.with_filter(filter))
+        .init();
     guard
 }
 

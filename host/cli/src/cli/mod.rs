@@ -19,6 +19,7 @@ mod serve;
 mod status;
 mod stop;
 mod telemetry;
+mod traces;
 
 use std::process::ExitCode;
 

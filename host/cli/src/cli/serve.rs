@@ -58,6 +58,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let served = runtime.block_on(serve(args));
+    // What is still batched goes to the collector (from outside the
+    // runtime: the exporter's client blocks).
+    super::traces::finish();
     // Everything is answered, audited and synced by now. A blocking read of
     // stdin (a socketpair or a terminal, which cannot be read on the
     // reactor) may still sit in the blocking pool, and nothing interrupts
@@ -73,6 +76,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // a version that settled and parses (`config_file`).
     let file = Arc::new(ConfigFile::open(&args.config)?);
     let config = file.current();
+    if let Some(traces) = &config.traces {
+        super::traces::start(traces, &config.origin)?;
+    }
     // The HTTP listener's address and token are settled first: a refused
     // address or an unset token variable stops here, before anything starts.
     let http = match &args.listen {

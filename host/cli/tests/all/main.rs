@@ -45,5 +45,6 @@ mod serve_control;
 mod shadow;
 mod telemetry;
 mod templates;
+mod traces;
 mod untrusted_text;
 mod waiting;

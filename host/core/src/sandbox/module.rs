@@ -332,6 +332,18 @@ impl ReviewerModule {
         model: Option<&ModelGrant>,
         cancel: &Cancel,
     ) -> ModuleReport {
+        // A span of a trace ([`gatehouse_base::trace`]): the module, its
+        // digest and the outcome; its model calls are its children.
+        let span = tracing::debug_span!(
+            target: gatehouse_base::trace::TARGET,
+            "review",
+            otel.name = %format_args!("review {}", gatehouse_base::trace::attribute(&self.name)),
+            otel.status_code = tracing::field::Empty,
+            gatehouse.module = %gatehouse_base::trace::attribute(&self.name),
+            gatehouse.module.digest = %self.digest,
+            gatehouse.outcome = tracing::field::Empty,
+        );
+        let _in = span.enter();
         let started = Instant::now();
         let mut store = self.store();
         let granted = &mut store.data_mut().granted;
@@ -357,6 +369,15 @@ impl ReviewerModule {
                 "review failed: {}",
                 crate::escape::Escaped(&failure.to_string())
             );
+        }
+        if !span.is_disabled() {
+            match &result {
+                Ok(outcome) => span.record("gatehouse.outcome", outcome.decision.name()),
+                Err(failure) => {
+                    span.record("otel.status_code", "error");
+                    span.record("gatehouse.outcome", failure.code())
+                }
+            };
         }
         ModuleReport {
             module: self.name.clone(),

@@ -54,6 +54,7 @@ use gatehouse_mcp::handler::{Delivery, ElicitationHandler, IncomingElicitation, 
 use person::{Question, Tie};
 use policy::{AfterChain, Decided, Route};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
 
@@ -363,12 +364,26 @@ impl Router {
         let duplicate = arrival.as_ref().is_some_and(|(_, replaced)| *replaced)
             || (elicitation.delivery == Delivery::Request && elicitation.arrival.reused);
         let (binding, related) = self.bind(&elicitation);
+        let call = related.call().or(match &binding {
+            Some(Binding::Call(call)) => Some(call),
+            _ => None,
+        });
+        let span =
+            crate::trace::elicitation(&elicitation.server, call.map(|call| call.span()).as_ref());
         let shadow_slot = shadow::Slot::default();
         let parsed = policy::parse(&elicitation.params, elicitation.delivery);
         let mode = match &parsed {
             Ok(params) => params.elicitation.mode().to_string(),
             Err(_) => "invalid".to_owned(),
         };
+        crate::trace::asked(
+            &span,
+            &mode,
+            parsed
+                .as_ref()
+                .ok()
+                .map(|params| params.elicitation.message()),
+        );
         let decided = if let Some(limit) = over_cap {
             Decided::over_cap(limit)
         } else if duplicate {
@@ -382,6 +397,7 @@ impl Router {
                         binding: binding.as_ref(),
                     };
                     self.decide(&elicitation, params, tie, &related, &shadow_slot)
+                        .instrument(span.clone())
                         .await
                 }
             }
@@ -451,6 +467,11 @@ impl Router {
             }
         }
         crate::telemetry::record_decision(&self.metrics, &record, downgraded);
+        crate::trace::decided(
+            &span,
+            &crate::telemetry::decision_labels(&record, downgraded),
+            record.latency_us,
+        );
         if let Some((reviews, compared)) = shadow_started {
             shadow::write_later(
                 reviews,
@@ -765,7 +786,11 @@ impl Router {
             let stretch = {
                 let request = request.clone();
                 let cancel = cancel.clone();
+                // The modules' review spans are children of the
+                // elicitation's, on the blocking thread too.
+                let span = tracing::Span::current();
                 watched(budget, move || {
+                    let _in = span.enter();
                     run.run_stretch(&request, &cancel);
                     run
                 })
@@ -807,7 +832,22 @@ impl Router {
             console: self.console.get(),
             waiting: &self.waiting,
         };
-        person::ask(channels, &self.pending, settings, question).await
+        let span = crate::trace::person();
+        let decided = person::ask(channels, &self.pending, settings, question)
+            .instrument(span.clone())
+            .await;
+        if !span.is_disabled() {
+            let channel = decided.person.as_ref().map(|person| match person {
+                gatehouse_audit::PersonChannel::Client => "client",
+                gatehouse_audit::PersonChannel::Console { .. } => "console",
+            });
+            let action = match &decided.answer {
+                Ok(answer) => answer.action.name().to_owned(),
+                Err(_) => "error".to_owned(),
+            };
+            crate::trace::answered(&span, channel, &action);
+        }
+        decided
     }
 }
 

@@ -65,7 +65,10 @@ impl Slot {
         };
         let chain = chain.clone();
         let request = request.clone();
+        // Their review spans are children of the elicitation's.
+        let span = tracing::Span::current();
         *slot = Some(Reviews::Running(tokio::task::spawn_blocking(move || {
+            let _in = span.enter();
             let _permit = permit;
             chain
                 .shadow()

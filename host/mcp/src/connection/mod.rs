@@ -489,7 +489,18 @@ impl Connection {
     /// call's key, so what the server asks on its response stream is tied to
     /// that call (`sent_under`); what it recorded is forgotten when the
     /// returned guard drops.
+    ///
+    /// Whatever transport, the request also carries what the call's work
+    /// carries ([`crate::on_behalf::carrying`]: its trace context).
     fn mark(&self, meta: &mut Option<rmcp::model::RequestMetaObject>) -> sent_under::Forget {
+        if let Some(carried) = crate::on_behalf::carried() {
+            let meta = meta.get_or_insert_default();
+            for (key, value) in carried.iter() {
+                if !meta.contains_key(key) {
+                    meta.insert(key.clone(), value.clone());
+                }
+            }
+        }
         let key = match self.config.transport {
             Transport::Http { .. } => sent_under::mark(meta),
             Transport::Stdio { .. } => None,
