@@ -31,7 +31,7 @@ pub const MAX_ATTRIBUTE_CHARS: usize = 256;
 /// ```
 /// use gatehouse_base::trace::attribute;
 /// assert_eq!(attribute("git__delete_branch"), "git__delete_branch");
-/// assert_eq!(attribute("a\nb"), "a\\u{a}b");
+/// assert_eq!(attribute("a\nb"), r"a\nb");
 /// assert!(attribute(&"x".repeat(10_000)).chars().count() <= 256);
 /// ```
 pub fn attribute(text: &str) -> String {
