@@ -185,6 +185,46 @@ fn scrape(c: &mut Criterion) {
     });
 }
 
+/// What traces cost a call when they are off: the six spans a reviewed,
+/// model-backed call with a person's answer creates (upstream request,
+/// downstream call, elicitation, review, model call, person), under the
+/// subscriber `gatehouse serve` has without `[traces]` (the log at `warn`),
+/// beside the same six taken and batched for export.
+fn trace_spans(c: &mut Criterion) {
+    use gatehouse_base::trace::TARGET;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    fn six_spans() {
+        for _ in 0..6 {
+            let span = tracing::debug_span!(
+                target: TARGET,
+                "review",
+                gatehouse.module = "guardian",
+                gatehouse.outcome = tracing::field::Empty,
+            );
+            let _in = span.enter();
+            if !span.is_disabled() {
+                span.record("gatehouse.outcome", "accept");
+            }
+        }
+    }
+    let logs = tracing_subscriber::registry().with(
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(tracing_subscriber::EnvFilter::new("warn")),
+    );
+    tracing::subscriber::with_default(logs, || {
+        c.bench_function("six trace spans, traces off (log at warn)", |b| {
+            b.iter(six_spans)
+        });
+    });
+    let (traced, provider) = traced_subscriber();
+    tracing::subscriber::with_default(traced, || {
+        c.bench_function("six trace spans, exported", |b| b.iter(six_spans));
+    });
+    let _ = provider.shutdown();
+}
+
 /// Runs `iters` reviews on `WORKERS` threads at once; the wall time from
 /// when all have started to when the last one is done.
 fn concurrent_reviews(chain: &Chain, request: &ReviewRequest, iters: u64) -> Duration {
@@ -212,5 +252,5 @@ fn concurrent_reviews(chain: &Chain, request: &ReviewRequest, iters: u64) -> Dur
     })
 }
 
-criterion_group!(benches, bench, scrape);
+criterion_group!(benches, bench, scrape, trace_spans);
 criterion_main!(benches);
