@@ -17,7 +17,6 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
-use tracing::Instrument;
 
 use crate::calls::{CallKind, Calls, SessionId, UpstreamCall};
 use crate::forward::Forwarder;
@@ -447,16 +446,10 @@ impl ServerHandler for Gateway {
                 .await?
                 .into_tool();
         }
-        let span = trace::upstream_request(
-            CallKind::ToolCall,
-            self.session,
-            &request.name,
-            &context.meta,
-        );
-        let snapshot = self
-            .catalog_with(&request.name)
-            .instrument(span.clone())
-            .await;
+        let span = trace::upstream_request(CallKind::ToolCall, self.session, &context.meta);
+        // Not entered until routed: a span is named for good when it is
+        // first entered, and its name is the routed one.
+        let snapshot = self.catalog_with(&request.name).await;
         let Some(entry) = snapshot.tool(&request.name) else {
             trace::ended(&span, "unknown");
             return Err(ErrorData::invalid_params(
@@ -465,7 +458,13 @@ impl ServerHandler for Gateway {
             ));
         };
         let arguments = request.arguments.clone().map(serde_json::Value::Object);
-        trace::routed(&span, &entry.server, arguments.as_ref());
+        trace::routed(
+            &span,
+            CallKind::ToolCall,
+            &entry.server,
+            &request.name,
+            arguments.as_ref(),
+        );
         let call = self
             .begin_call(
                 UpstreamCall::new(
@@ -572,19 +571,20 @@ impl ServerHandler for Gateway {
                 .await?
                 .into_resource();
         }
-        let span = trace::upstream_request(
-            CallKind::ResourceRead,
-            self.session,
-            &request.uri,
-            &context.meta,
-        );
-        let snapshot = self.refreshed().instrument(span.clone()).await;
+        let span = trace::upstream_request(CallKind::ResourceRead, self.session, &context.meta);
+        let snapshot = self.refreshed().await;
         let target = self
             .forwarder
             .resource_target(&snapshot, &request.uri)
             .await
             .inspect_err(|_| trace::ended(&span, "unknown"))?;
-        trace::routed(&span, &target.server, None);
+        trace::routed(
+            &span,
+            CallKind::ResourceRead,
+            &target.server,
+            &request.uri,
+            None,
+        );
         let call = self
             .begin_call(
                 UpstreamCall::new(
@@ -647,20 +647,21 @@ impl ServerHandler for Gateway {
                 .await?
                 .into_prompt();
         }
-        let span = trace::upstream_request(
-            CallKind::PromptGet,
-            self.session,
-            &request.name,
-            &context.meta,
-        );
-        let snapshot = self.refreshed().instrument(span.clone()).await;
+        let span = trace::upstream_request(CallKind::PromptGet, self.session, &context.meta);
+        let snapshot = self.refreshed().await;
         let (server, name) = self
             .forwarder
             .prompt_server(&snapshot, &request.name)
             .await
             .inspect_err(|_| trace::ended(&span, "unknown"))?;
         let arguments = request.arguments.clone().map(serde_json::Value::Object);
-        trace::routed(&span, &server, arguments.as_ref());
+        trace::routed(
+            &span,
+            CallKind::PromptGet,
+            &server,
+            &request.name,
+            arguments.as_ref(),
+        );
         let call = self
             .begin_call(
                 UpstreamCall::new(

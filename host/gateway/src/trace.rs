@@ -46,26 +46,21 @@ impl CallKind {
     }
 }
 
-/// The span of one upstream request, named as its client named it: the
-/// child of the trace its `_meta` carries, else the root of one of its own.
-/// `gatehouse.server` is recorded once the request is routed
-/// ([`routed`]).
-pub fn upstream_request(
-    kind: CallKind,
-    session: SessionId,
-    name: &str,
-    meta: &Map<String, Value>,
-) -> Span {
+/// The span of one upstream request: the child of the trace its `_meta`
+/// carries, else the root of one of its own. It is named by its method
+/// alone until the request is routed ([`routed`]): a name the client
+/// chose is never recorded unless a server declared it.
+pub fn upstream_request(kind: CallKind, session: SessionId, meta: &Map<String, Value>) -> Span {
     let span = tracing::debug_span!(
         target: TARGET,
         parent: None::<tracing::Id>,
         "upstream request",
-        otel.name = %format_args!("{} {}", kind.method(), attribute(name)),
+        otel.name = kind.method(),
         otel.kind = "server",
         otel.status_code = tracing::field::Empty,
         mcp.method.name = kind.method(),
         mcp.session.id = session.get(),
-        gatehouse.call.name = %attribute(name),
+        gatehouse.call.name = tracing::field::Empty,
         gatehouse.server = tracing::field::Empty,
         gatehouse.call.arguments = tracing::field::Empty,
         gatehouse.outcome = tracing::field::Empty,
@@ -81,13 +76,23 @@ pub fn upstream_request(
     span
 }
 
-/// Records on an upstream request's span the server it was routed to, and
-/// its arguments when the operator opted in to content.
-pub fn routed(span: &Span, server: &str, arguments: Option<&Value>) {
+/// Records on an upstream request's span where it was routed: the server,
+/// the name (`kind`'s method and `name`, a name the server declared; a
+/// resource read is named by its server unless the operator opted in to
+/// content), and the arguments when the operator opted in to content.
+pub fn routed(span: &Span, kind: CallKind, server: &str, name: &str, arguments: Option<&Value>) {
     if span.is_disabled() {
         return;
     }
     span.record("gatehouse.server", attribute(server));
+    let shown = shown_name(kind, server, name);
+    span.record(
+        "otel.name",
+        format!("{} {}", kind.method(), attribute(shown)),
+    );
+    if kind != CallKind::ResourceRead || traces::content() {
+        span.record("gatehouse.call.name", attribute(name));
+    }
     if traces::content()
         && let Some(arguments) = arguments
     {
@@ -95,6 +100,17 @@ pub fn routed(span: &Span, server: &str, arguments: Option<&Value>) {
             "gatehouse.call.arguments",
             attribute(&arguments.to_string()),
         );
+    }
+}
+
+/// The name a routed request's spans are called by: `name`, except a
+/// resource's URI (which the client wrote and may hold a secret), shown
+/// only when the operator opted in to content; else its `server`.
+fn shown_name<'a>(kind: CallKind, server: &'a str, name: &'a str) -> &'a str {
+    if kind == CallKind::ResourceRead && !traces::content() {
+        server
+    } else {
+        name
     }
 }
 
@@ -142,31 +158,51 @@ where
     W: Future<Output = Result<T, ErrorData>> + Send + 'static,
     T: Send + 'static,
 {
+    let shown = shown_name(kind, server, name);
     let span = tracing::debug_span!(
         target: TARGET,
         parent: upstream,
         "downstream call",
-        otel.name = %format_args!("{} {}", kind.method(), attribute(name)),
+        otel.name = %format_args!("{} {}", kind.method(), attribute(shown)),
         otel.kind = "client",
         otel.status_code = tracing::field::Empty,
         mcp.method.name = kind.method(),
         gatehouse.server = %attribute(server),
-        gatehouse.call.name = %attribute(name),
+        gatehouse.call.name = tracing::field::Empty,
         gatehouse.outcome = tracing::field::Empty,
     );
+    if kind != CallKind::ResourceRead || traces::content() {
+        span.record("gatehouse.call.name", attribute(name));
+    }
     let carried = match traces::propagation() {
         Some(propagation) if !span.is_disabled() => propagation.carry(&span),
         _ => Map::new(),
     };
-    let upstream = upstream.clone();
+    let mut unended = Unended(Some((span.clone(), upstream.clone())));
     async move {
         let work = work.instrument(span.clone());
         let result = gatehouse_mcp::on_behalf::carrying(carried, work).await;
         let outcome = outcome_of(&result, is_error);
-        // The call ends, then the request it was made for.
-        ended(&span, outcome);
-        ended(&upstream, outcome);
+        if let Some((call, request)) = unended.0.take() {
+            // The call ends, then the request it was made for.
+            ended(&call, outcome);
+            ended(&request, outcome);
+        }
         result
+    }
+}
+
+/// A forwarded call's span and its request's, ended `abandoned` if the
+/// call's work is dropped before it ends (a parked 2026-07-28 request
+/// that expired or was pushed out).
+struct Unended(Option<(Span, Span)>);
+
+impl Drop for Unended {
+    fn drop(&mut self) {
+        if let Some((call, request)) = self.0.take() {
+            ended(&call, "abandoned");
+            ended(&request, "abandoned");
+        }
     }
 }
 
@@ -237,6 +273,13 @@ pub fn decided(span: &Span, labels: &crate::telemetry::DecisionLabels<'_>, laten
         span.record("gatehouse.fail_closed", attribute(code));
         span.record("otel.status_code", "error");
     }
+}
+
+/// The span of the shadow modules' reviews of an elicitation (a child of
+/// the current span, the elicitation's), which run beside the chain and may
+/// end after the answer.
+pub fn shadow_reviews() -> Span {
+    tracing::debug_span!(target: TARGET, "shadow reviews", gatehouse.shadow = true)
 }
 
 /// The span of the wait for the person's answer (a child of the current

@@ -46,8 +46,15 @@ pub fn init_tracing(
         1 => "debug",
         _ => "trace",
     };
+    // The trace spans are the exporter's (`super::traces`), never the
+    // log's: with -v they would prefix lines with their fields, which may
+    // hold content (`[traces] content`).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let filter = match format!("{}=off", gatehouse_base::trace::TARGET).parse() {
+        Ok(off) => filter.add_directive(off),
+        Err(_) => filter,
+    };
     // Logging never blocks the code that logs: lines go through a bounded
     // queue to a thread that writes stderr, and are dropped (and counted)
     // when it is full. Under `gatehouse serve` on stdio, stderr is a pipe

@@ -58,15 +58,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let served = runtime.block_on(serve(args));
-    // What is still batched goes to the collector (from outside the
-    // runtime: the exporter's client blocks).
-    super::traces::finish();
     // Everything is answered, audited and synced by now. A blocking read of
     // stdin (a socketpair or a terminal, which cannot be read on the
     // reactor) may still sit in the blocking pool, and nothing interrupts
     // it: the runtime is not waited on for long, so a signal always ends
     // the process.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // What is still batched goes to the collector, spans its last tasks
+    // closed included (outside the runtime: the exporter's client blocks).
+    super::traces::finish();
     served
 }
 

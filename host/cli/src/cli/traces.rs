@@ -95,7 +95,7 @@ impl<S> Filter<S> for Gate {
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
         if ON.load(Ordering::Acquire) {
-            Some(LevelFilter::TRACE)
+            Some(LevelFilter::DEBUG)
         } else {
             Some(LevelFilter::OFF)
         }
@@ -176,20 +176,21 @@ pub fn start(config: &TracesConfig, origin: &std::path::Path) -> anyhow::Result<
     Ok(())
 }
 
-/// Exports what is still batched and stops the exporter (at most a few
-/// seconds); nothing when traces were never started.
+/// How long [`finish`] waits for the last spans to be exported.
+const FINISH_WITHIN: Duration = Duration::from_secs(2);
+
+/// Exports what is still batched and stops the exporter, waiting at most
+/// [`FINISH_WITHIN`] (a collector that does not answer costs no more);
+/// nothing when traces were never started.
 pub fn finish() {
     if !ON.swap(false, Ordering::AcqRel) {
         return;
     }
     tracing::callsite::rebuild_interest_cache();
-    if let Some(traces) = TRACES.get() {
-        if let Err(error) = traces.provider.force_flush() {
-            tracing::warn!("some spans were not exported: {error}");
-        }
-        let _ = traces
-            .provider
-            .shutdown_with_timeout(Duration::from_secs(5));
+    if let Some(traces) = TRACES.get()
+        && let Err(error) = traces.provider.shutdown_with_timeout(FINISH_WITHIN)
+    {
+        tracing::warn!("the last spans may not have been exported: {error}");
     }
 }
 

@@ -499,6 +499,75 @@ async fn the_wait_for_the_person_is_a_span_of_the_elicitation() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_uri_is_content_and_an_unknown_name_is_never_recorded() {
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcp_servers.git]\ncommand = {server:?}\nargs = [\"--name\", \"git\", \"--resource\", \"demo://token-s3cr3t\"]\n\n\
+             [review]\nverify_contract = false\n\n[traces]\nendpoint = {endpoint:?}\n",
+            server = demo_server().display().to_string(),
+            endpoint = receiver.endpoint(),
+        ),
+    )
+    .expect("write config");
+    let client = stdio_client(
+        &path,
+        Client {
+            elicitation: true,
+            content: None,
+            asked: Arc::new(AtomicUsize::new(0)),
+        },
+    )
+    .await;
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "demo://token-s3cr3t",
+        ))
+        .await;
+    assert!(read.is_ok(), "{read:?}");
+    let unknown = client
+        .call_tool(call("git__no_such_tool_s3cr3t", json!({})))
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
+    client.cancel().await.expect("close");
+    let spans = receiver.spans(3).await;
+    // The read and the request as sent, each named by the server alone.
+    let mut reads: Vec<&Span> = spans
+        .iter()
+        .filter(|span| span.name == "resources/read git")
+        .collect();
+    reads.sort_by_key(|span| span.kind);
+    assert_eq!(reads.len(), 2, "{}", summary(&spans));
+    assert_eq!(reads[0].kind, SpanKind::Server as i32);
+    assert_eq!(reads[1].kind, SpanKind::Client as i32);
+    assert_eq!(reads[1].parent_span_id, reads[0].span_id);
+    assert_eq!(
+        attribute(reads[0], "gatehouse.outcome").as_deref(),
+        Some("ok")
+    );
+    let refused = named_span(&spans, "tools/call");
+    assert_eq!(
+        attribute(refused, "gatehouse.outcome").as_deref(),
+        Some("unknown")
+    );
+    for span in &spans {
+        assert!(!span.name.contains("s3cr3t"), "{}", span.name);
+        for attribute in &span.attributes {
+            let value = attribute.value.as_ref().map(string_of).unwrap_or_default();
+            assert!(
+                !value.contains("s3cr3t"),
+                "{}: {}",
+                span.name,
+                attribute.key
+            );
+        }
+    }
+}
+
 #[test]
 fn a_bad_traces_section_is_refused_naming_the_file_and_field() {
     let dir = tempfile::tempdir().expect("tempdir");

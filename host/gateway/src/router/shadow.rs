@@ -65,8 +65,9 @@ impl Slot {
         };
         let chain = chain.clone();
         let request = request.clone();
-        // Their review spans are children of the elicitation's.
-        let span = tracing::Span::current();
+        // Their review spans are under a span of their own, a child of the
+        // elicitation's that may end after it (the answer never waits).
+        let span = crate::trace::shadow_reviews();
         *slot = Some(Reviews::Running(tokio::task::spawn_blocking(move || {
             let _in = span.enter();
             let _permit = permit;
