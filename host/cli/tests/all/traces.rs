@@ -582,3 +582,68 @@ fn a_bad_traces_section_is_refused_naming_the_file_and_field() {
     );
     assert!(stderr.contains("http://"), "{stderr}");
 }
+
+/// With traces on and content opted in, `gatehouse -vv serve` logs at trace
+/// level (wasmtime's own log lines come from inside the review): no line
+/// carries a trace span or its fields (which may hold content), and the
+/// spans still reach the collector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_never_shows_the_trace_spans_even_at_trace_level() {
+    use rmcp::ServiceExt;
+    use tokio::io::AsyncReadExt;
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = crate::gateway::config_with(
+        dir.path(),
+        "{}",
+        &format!(
+            "\n[traces]\nendpoint = {:?}\ncontent = true\n",
+            receiver.endpoint()
+        ),
+    );
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("-vv").arg("serve").arg("--config").arg(&config);
+    // Trace level, but not rmcp's copy of every message (minutes of text).
+    command.env("RUST_LOG", "trace,rmcp=warn");
+    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gatehouse starts");
+    let mut stderr = stderr.expect("stderr piped");
+    let logged = tokio::spawn(async move {
+        let mut text = Vec::new();
+        let _ = stderr.read_to_end(&mut text).await;
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let client = Client {
+        elicitation: true,
+        content: Some(json!({"name": "Ada"})),
+        asked: Arc::new(AtomicUsize::new(0)),
+    }
+    .serve(transport)
+    .await
+    .expect("initialize");
+    let named = client
+        .call_tool(call("git__ask_name", json!({})))
+        .await
+        .expect("ask_name");
+    assert!(text(&named).contains("hello Ada"), "{}", text(&named));
+    client.cancel().await.expect("close");
+    let logged = tokio::time::timeout(Duration::from_secs(30), logged)
+        .await
+        .expect("gatehouse ends")
+        .expect("stderr read");
+    assert!(logged.contains("TRACE"), "not at trace level");
+    for span_field in [
+        "upstream request",
+        "downstream call",
+        "gatehouse.server",
+        "gatehouse.call.arguments",
+        "gatehouse.elicitation.message",
+        "gatehouse.outcome",
+    ] {
+        assert!(!logged.contains(span_field), "{span_field} in the log");
+    }
+    let spans = receiver.spans(3).await;
+    named_span(&spans, "tools/call git__ask_name");
+}
