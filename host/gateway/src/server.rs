@@ -182,6 +182,30 @@ impl Gateway {
             })
     }
 
+    /// Begins a routed upstream `call` ([`Self::begin_call`]) with the
+    /// request's id and turn from `context`, under `span`, which records
+    /// where it was routed ([`trace::routed`]), or that it was refused.
+    fn begin_routed(
+        &self,
+        call: UpstreamCall,
+        context: &RequestContext<RoleServer>,
+        span: &tracing::Span,
+    ) -> Result<crate::calls::CallGuard, ErrorData> {
+        trace::routed(
+            span,
+            call.kind,
+            &call.server,
+            &call.name,
+            call.arguments.as_ref(),
+        );
+        self.begin_call(
+            call.with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
+                .with_turn_id(crate::calls::turn_id(&context.meta))
+                .with_span(span.clone()),
+        )
+        .inspect_err(|_| trace::ended(span, "refused"))
+    }
+
     /// The catalog to answer with: refreshed first when a refresh is owed,
     /// waiting for it until it ends, or the catalog has settled
     /// ([`CATALOG_SETTLED`] without a change while a server is up), or
@@ -458,28 +482,18 @@ impl ServerHandler for Gateway {
             ));
         };
         let arguments = request.arguments.clone().map(serde_json::Value::Object);
-        trace::routed(
-            &span,
-            CallKind::ToolCall,
-            &entry.server,
-            &request.name,
-            arguments.as_ref(),
-        );
-        let call = self
-            .begin_call(
-                UpstreamCall::new(
-                    self.session,
-                    CallKind::ToolCall,
-                    entry.server.clone(),
-                    request.name.clone(),
-                    entry.tool.name.to_string(),
-                )
-                .with_arguments(arguments)
-                .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
-                .with_turn_id(crate::calls::turn_id(&context.meta))
-                .with_span(span.clone()),
+        let call = self.begin_routed(
+            UpstreamCall::new(
+                self.session,
+                CallKind::ToolCall,
+                entry.server.clone(),
+                request.name.clone(),
+                entry.tool.name.to_string(),
             )
-            .inspect_err(|_| trace::ended(&span, "refused"))?;
+            .with_arguments(arguments),
+            &context,
+            &span,
+        )?;
         let runtime = self.runtime.clone();
         let name = request.name.clone();
         let (server, server_name) = (entry.server.clone(), entry.tool.name.to_string());
@@ -578,27 +592,17 @@ impl ServerHandler for Gateway {
             .resource_target(&snapshot, &request.uri)
             .await
             .inspect_err(|_| trace::ended(&span, "unknown"))?;
-        trace::routed(
+        let call = self.begin_routed(
+            UpstreamCall::new(
+                self.session,
+                CallKind::ResourceRead,
+                target.server.clone(),
+                request.uri.clone(),
+                target.uri.clone(),
+            ),
+            &context,
             &span,
-            CallKind::ResourceRead,
-            &target.server,
-            &request.uri,
-            None,
-        );
-        let call = self
-            .begin_call(
-                UpstreamCall::new(
-                    self.session,
-                    CallKind::ResourceRead,
-                    target.server.clone(),
-                    request.uri.clone(),
-                    target.uri.clone(),
-                )
-                .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
-                .with_turn_id(crate::calls::turn_id(&context.meta))
-                .with_span(span.clone()),
-            )
-            .inspect_err(|_| trace::ended(&span, "refused"))?;
+        )?;
         let forwarder = self.forwarder.clone();
         let uri = request.uri.clone();
         let (server, server_uri) = (target.server.clone(), target.uri.clone());
@@ -654,29 +658,18 @@ impl ServerHandler for Gateway {
             .prompt_server(&snapshot, &request.name)
             .await
             .inspect_err(|_| trace::ended(&span, "unknown"))?;
-        let arguments = request.arguments.clone().map(serde_json::Value::Object);
-        trace::routed(
-            &span,
-            CallKind::PromptGet,
-            &server,
-            &request.name,
-            arguments.as_ref(),
-        );
-        let call = self
-            .begin_call(
-                UpstreamCall::new(
-                    self.session,
-                    CallKind::PromptGet,
-                    server.clone(),
-                    request.name.clone(),
-                    name.clone(),
-                )
-                .with_arguments(arguments)
-                .with_request_id(serde_json::to_string(&context.id).unwrap_or_default())
-                .with_turn_id(crate::calls::turn_id(&context.meta))
-                .with_span(span.clone()),
+        let call = self.begin_routed(
+            UpstreamCall::new(
+                self.session,
+                CallKind::PromptGet,
+                server.clone(),
+                request.name.clone(),
+                name.clone(),
             )
-            .inspect_err(|_| trace::ended(&span, "refused"))?;
+            .with_arguments(request.arguments.clone().map(serde_json::Value::Object)),
+            &context,
+            &span,
+        )?;
         let forwarder = self.forwarder.clone();
         let qualified = request.name.clone();
         let arguments = request.arguments.clone();

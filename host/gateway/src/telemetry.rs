@@ -43,6 +43,14 @@ pub struct DecisionLabels<'a> {
     pub person: Option<&'static str>,
 }
 
+/// The word metrics and traces use for the channel the person answered on.
+pub fn channel_name(channel: &PersonChannel) -> &'static str {
+    match channel {
+        PersonChannel::Client => "client",
+        PersonChannel::Console { .. } => "console",
+    }
+}
+
 /// [`DecisionLabels`] of `record`; `downgraded` when an accept became a
 /// decline because its audit line could not be written.
 pub fn decision_labels(record: &AuditRecord, downgraded: bool) -> DecisionLabels<'_> {
@@ -70,10 +78,7 @@ pub fn decision_labels(record: &AuditRecord, downgraded: bool) -> DecisionLabels
     } else {
         None
     };
-    let person = record.person.as_ref().map(|person| match person {
-        PersonChannel::Client => "client",
-        PersonChannel::Console { .. } => "console",
-    });
+    let person = record.person.as_ref().map(channel_name);
     DecisionLabels {
         action,
         decided_by,

@@ -837,10 +837,7 @@ impl Router {
             .instrument(span.clone())
             .await;
         if !span.is_disabled() {
-            let channel = decided.person.as_ref().map(|person| match person {
-                gatehouse_audit::PersonChannel::Client => "client",
-                gatehouse_audit::PersonChannel::Console { .. } => "console",
-            });
+            let channel = decided.person.as_ref().map(crate::telemetry::channel_name);
             let action = match &decided.answer {
                 Ok(answer) => answer.action.name().to_owned(),
                 Err(_) => "error".to_owned(),
