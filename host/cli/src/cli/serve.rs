@@ -319,10 +319,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // would have them answered as their client's going). Each question's
     // task must have seen the cancel before the close, or on a busy machine
     // it wakes to both at once.
+    // The control socket goes first: a client that signals its servers
+    // kills them soon after (Codex: SIGTERM, SIGKILL 2 s later), and on a
+    // busy machine the drain may not end first.
     let stopped = {
         let (stop, router) = (stop.clone(), router.clone());
+        let socket = control_socket.clone();
         async move {
             stop.requested_now().await;
+            let _ = std::fs::remove_file(&socket);
             router.drain_questions(QUESTIONS_SETTLE).await;
         }
     };

@@ -112,7 +112,8 @@ struct Setup {
     /// `gatehouse.sh`: appends its pid to `gatehouse.pids`, then execs
     /// gatehouse with its arguments (so the pid is gatehouse's, and its stdio
     /// is what the client gave it), its stderr appended to `gatehouse.log`
-    /// with the gateway's info lines on.
+    /// with the gateway's and the binary's info lines on (its start and
+    /// its stop: a signal says `shutting down`).
     wrapper: PathBuf,
     home: PathBuf,
     work: PathBuf,
@@ -159,7 +160,7 @@ impl Setup {
         write_script(
             &wrapper,
             &format!(
-                "#!/bin/sh\necho $$ >> {}\nRUST_LOG=warn,gatehouse_gateway=info exec {} \"$@\" 2>> {}\n",
+                "#!/bin/sh\necho $$ >> {}\nRUST_LOG=warn,gatehouse_gateway=info,gatehouse=info exec {} \"$@\" 2>> {}\n",
                 sh_quote(&path.join("gatehouse.pids").display().to_string()),
                 sh_quote(env!("CARGO_BIN_EXE_gatehouse")),
                 sh_quote(&path.join("gatehouse.log").display().to_string()),

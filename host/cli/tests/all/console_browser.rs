@@ -190,14 +190,14 @@ async fn a_person_answers_in_the_browser_while_the_agent_waits() {
     // The instances page: the chain and the backend, and a reload by
     // keyboard (the button focused, then Enter).
     person.goto(&format!("{}/instances", console.base)).await;
-    let modules = person.wait_for(".instance table").await;
-    assert!(
-        modules
-            .text()
-            .await
-            .expect("text")
-            .contains("gatehouse_guardian")
-    );
+    // The page redraws an instance's section at each of its changes, so an
+    // element found once may be gone by the time it is read: ask the page.
+    person
+        .until(
+            "the instance's chain lists the guardian",
+            "return [...document.querySelectorAll('.instance table')].some(t => t.textContent.includes('gatehouse_guardian'));",
+        )
+        .await;
     person
         .run("document.getElementById('reload-all').focus(); return true;")
         .await;
@@ -218,8 +218,12 @@ async fn a_person_answers_in_the_browser_while_the_agent_waits() {
     person.screenshot("console-instances").await;
     // The audit page lists it.
     person.goto(&format!("{}/audit", console.base)).await;
-    let row = person.wait_for("#audit-records tbody tr").await;
-    assert!(row.text().await.expect("text").contains("person"));
+    person
+        .until(
+            "the audit page lists the person's answer",
+            "return [...document.querySelectorAll('#audit-records tbody tr')].some(tr => tr.textContent.includes('person'));",
+        )
+        .await;
     person.screenshot("console-audit").await;
 }
 
