@@ -8,9 +8,15 @@
 //! - each through-gatehouse row again with `[traces]` on, exporting every
 //!   span over OTLP/HTTP to a receiver in this process that accepts and
 //!   drops them ("traces on");
-//! - the resident memory of an idle `gatehouse serve` with three modules.
+//! - the resident memory of an idle `gatehouse serve` with three modules;
+//! - start-up ("start-up (stdio)"): from spawning `gatehouse serve` (the
+//!   guardian, its contract checks on, as configs have them by default) to
+//!   the client's `initialize` answered, and to the first elicitation
+//!   reviewed and answered, with the compile cache warm (the modules
+//!   compiled by an earlier start) and cold (an empty one: they compile).
 //!
 //! Run: `.ci/build-guests && cargo build --release -p gatehouse-example-servers && cargo bench -p gatehouse --bench gateway`
+//! (`-- start-up` for the start-up rows alone).
 //!
 //! To compare two builds side by side in one run, set
 //! `GATEHOUSE_BENCH_BASELINE` to another `gatehouse` binary: each
@@ -293,5 +299,90 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// A fresh directory holding [`gateway_config`]'s config with one
+/// guardian, its contract checks on (the default).
+fn start_up_config() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = gateway_config(dir.path(), 1);
+    let text = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("verify_contract = false", "verify_contract = true");
+    std::fs::write(&config, text).expect("config");
+    (dir, config)
+}
+
+/// What one start is timed to.
+#[derive(Clone, Copy)]
+enum Until {
+    /// The client's `initialize` answered.
+    Initialized,
+    /// Then the first elicitation (the guardian's review) answered.
+    FirstReview,
+}
+
+/// Starts `binary` on `config`, returns the time from the spawn to `until`,
+/// then closes the session and waits for the process to end (not timed).
+async fn start_once(binary: &Path, config: &Path, until: Until) -> Duration {
+    let mut command = tokio::process::Command::new(binary);
+    command.arg("serve").arg("--config").arg(config);
+    command.env("RUST_LOG", "error");
+    let started = std::time::Instant::now();
+    let client = connect(command).await;
+    if let Until::FirstReview = until {
+        client
+            .call_tool(call("git__elicit_raw", approval()))
+            .await
+            .expect("the first review");
+    }
+    let took = started.elapsed();
+    let _ = client.cancel().await;
+    took
+}
+
+fn start_up(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut binaries = vec![("", PathBuf::from(env!("CARGO_BIN_EXE_gatehouse")))];
+    if let Some(baseline) = std::env::var_os("GATEHOUSE_BENCH_BASELINE") {
+        binaries.push((", baseline", PathBuf::from(baseline)));
+    }
+    let mut group = c.benchmark_group("start-up (stdio)");
+    group
+        .sampling_mode(criterion::SamplingMode::Flat)
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    for (label, binary) in &binaries {
+        // Warm: one config whose cache the first start fills.
+        let (_warm_dir, warm) = start_up_config();
+        runtime.block_on(start_once(binary, &warm, Until::FirstReview));
+        for (what, until) in [
+            ("initialize answered", Until::Initialized),
+            ("first review answered", Until::FirstReview),
+        ] {
+            group.bench_function(format!("{what}, warm compile cache{label}"), |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| runtime.block_on(start_once(binary, &warm, until)))
+                        .sum()
+                })
+            });
+            group.bench_function(format!("{what}, cold compile cache{label}"), |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| {
+                            let (_cold_dir, cold) = start_up_config();
+                            runtime.block_on(start_once(binary, &cold, until))
+                        })
+                        .sum()
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, start_up);
 criterion_main!(benches);

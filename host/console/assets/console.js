@@ -465,7 +465,7 @@
     parts.push(el("p", {}, [
       "Config ", el("code", {}, [status.config]), "; ",
       status.in_flight + " elicitation(s) in flight; " + instance.open + " question(s) on this console; last chain swap: " +
-        (status.swapped_at_ms ? new Date(status.swapped_at_ms).toLocaleString() : "never") +
+        (status.swapped_at_ms ? new Date(status.swapped_at_ms).toLocaleString() : "not yet: the chain is loading, and elicitations wait for it") +
         "; conformance kit: " + (status.kit === "passed" ? "every module passed before the swap" : "off"),
     ]));
     parts.push(el("h3", {}, ["Modules"]));

@@ -85,6 +85,9 @@ pub struct Reloader {
     sandbox: Sandbox,
     kit: Option<Kit>,
     router: Arc<Router>,
+    /// Held while a chain is built and swapped in: one build at a time, so
+    /// a slow first load never swaps its chain over a later reload's.
+    building: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -109,6 +112,7 @@ impl Reloader {
             sandbox,
             kit,
             router,
+            building: std::sync::Mutex::new(()),
         }
     }
 
@@ -129,6 +133,12 @@ impl Reloader {
     /// describes; swaps it and the `[elicitations]` settings in on success.
     /// Blocking: call it off the async runtime.
     pub fn rebuild(&self) -> Result<Reloaded, ReloadError> {
+        // A build that panicked left nothing half-swapped: the lock is
+        // taken back.
+        let _one_at_a_time = self
+            .building
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let rebuilt = self.build_and_swap();
         crate::telemetry::record_swap(self.router.metrics(), rebuilt.is_ok());
         rebuilt
@@ -167,8 +177,10 @@ impl Reloader {
             );
         }
         let settings_changed = *current != settings;
-        self.router.swap_chain(chain);
+        // The settings first: the first chain swapped in lets waiting
+        // elicitations through (`Router::loading_first_chain`).
         self.router.swap_settings(settings);
+        self.router.swap_chain(chain);
         let reloaded = Reloaded {
             modules,
             elapsed: started.elapsed(),

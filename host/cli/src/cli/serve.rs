@@ -124,7 +124,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             upstream.clone(),
             limits.concurrent_reviews() as usize,
         )
-        .with_model_reviews(limits.model_reviews() as usize),
+        .with_model_reviews(limits.model_reviews() as usize)
+        .loading_first_chain(),
     );
     // The approvals console: this instance attaches to the config's console
     // (hosting it first with --console, unless one runs already).
@@ -174,34 +175,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let reloader = Arc::new(Reloader::new(file.clone(), sandbox, kit, router.clone()));
-    {
-        // Loading and checking the modules may take long (a slow module's
-        // contract checks): a signal, or a client on stdio that went away
-        // meanwhile, ends gatehouse at once, whatever the modules are doing
-        // (the blocking task is left to the process's exit).
-        let reloader = reloader.clone();
-        let loading = tokio::task::spawn_blocking(move || reloader.rebuild());
-        let on_stdio = http.is_none();
-        let client_gone = async move {
-            if on_stdio {
-                gatehouse_gateway::stdio::client_gone().await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        };
-        tokio::select! {
-            loaded = loading => {
-                loaded
-                    .context("the reviewer chain task failed")?
-                    .context("cannot load the reviewer chain")?;
-            }
-            () = client_gone => {
-                tracing::info!("the client went away during start-up; stopping");
-                return Ok(ExitCode::SUCCESS);
-            }
-            () = stop.clone().requested_now() => return Ok(ExitCode::SUCCESS),
-        }
-    }
+    // The chain loads in the background (compiling or reading the compiled
+    // modules, then the contract checks): the client's `initialize` is
+    // answered at once, and an elicitation that comes first waits for the
+    // chain (`Router::loading_first_chain`). A chain that does not load
+    // stops gatehouse with its error, as before it served; whatever waited
+    // for it is declined and audited.
+    let load_failed = {
+        let (failed, load_failed) = tokio::sync::oneshot::channel::<anyhow::Error>();
+        let (reloader, router) = (reloader.clone(), router.clone());
+        tokio::spawn(async move {
+            let loaded = match tokio::task::spawn_blocking(move || reloader.rebuild()).await {
+                Ok(Ok(_)) => return,
+                Ok(Err(error)) => {
+                    anyhow::Error::new(error).context("cannot load the reviewer chain")
+                }
+                Err(error) => anyhow::Error::new(error).context("the reviewer chain task failed"),
+            };
+            router.first_chain_failed(&format!("{loaded:#}"));
+            let _ = failed.send(loaded);
+        });
+        load_failed
+    };
     let source = Arc::new(ConfigSource::following(file.clone()));
     let mcp = McpRuntime::new(source, Arc::new(router.clone()));
     let catalog = mcp.clone();
@@ -322,11 +317,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // The control socket goes first: a client that signals its servers
     // kills them soon after (Codex: SIGTERM, SIGKILL 2 s later), and on a
     // busy machine the drain may not end first.
+    // A chain that did not load stops the serving as a signal does, and
+    // the error is what gatehouse exits with.
+    let load_error = Arc::new(std::sync::Mutex::new(None::<anyhow::Error>));
     let stopped = {
         let (stop, router) = (stop.clone(), router.clone());
         let socket = control_socket.clone();
+        let load_error = load_error.clone();
         async move {
-            stop.requested_now().await;
+            tokio::select! {
+                () = stop.requested_now() => {}
+                Ok(error) = load_failed => {
+                    tracing::error!("{error:#}; stopping");
+                    if let Ok(mut slot) = load_error.lock() {
+                        *slot = Some(error);
+                    }
+                }
+            }
             let _ = std::fs::remove_file(&socket);
             router.drain_questions(QUESTIONS_SETTLE).await;
         }
@@ -375,7 +382,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         console.stop();
         console.stopped().await;
     }
-    served.map(|()| ExitCode::SUCCESS)
+    let load_error = load_error.lock().ok().and_then(|mut slot| slot.take());
+    match load_error {
+        Some(error) => Err(error),
+        None => served.map(|()| ExitCode::SUCCESS),
+    }
 }
 
 /// The instance's state as the one JSON line `gatehouse status` prints.
@@ -664,7 +675,16 @@ async fn serve_stdio(
     });
     let mut stopped = std::pin::pin!(stopped);
     let service = tokio::select! {
-        started = gateway.serve(transport) => started.context("MCP initialization on stdio failed")?,
+        started = gateway.serve(transport) => match started {
+            Ok(service) => service,
+            // The client went away before its `initialize` (it died while
+            // gatehouse started): a clean stop, not a failed start.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!("the client went away before initialize; stopping");
+                return Ok(());
+            }
+            Err(error) => return Err(error).context("MCP initialization on stdio failed"),
+        },
         () = &mut stopped => return Ok(()),
     };
     tokio::select! {

@@ -102,7 +102,7 @@ fn print_text(status: &Value) {
                 std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
             )
         })
-        .unwrap_or_else(|| "never".to_owned());
+        .unwrap_or_else(|| "not yet: it is loading, and elicitations wait for it".to_owned());
     println!(
         "  chain swapped {swapped}; conformance kit: {}; {} elicitation(s) in flight",
         text(&status["kit"]),

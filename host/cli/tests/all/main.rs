@@ -31,6 +31,7 @@ mod console_browser;
 mod console_support;
 mod discovery;
 mod faults;
+mod first_chain;
 mod gateway;
 mod gateway_http;
 mod http_streams;

@@ -250,12 +250,13 @@ async fn status_names_each_instance_its_chain_and_its_backends() {
         assert!(output.status.success(), "{output:?}");
         serde_json::from_slice::<Value>(&output.stdout).expect("JSON")
     };
-    wait_for("both backends connected", || {
+    // Each loads its chain in the background (`initialize` does not wait).
+    wait_for("both backends connected and both chains loaded", || {
         status()["instances"].as_array().is_some_and(|all| {
             all.len() == 2
-                && all
-                    .iter()
-                    .all(|one| one["backends"][0]["state"] == "connected")
+                && all.iter().all(|one| {
+                    one["backends"][0]["state"] == "connected" && one["swapped_at_ms"].is_u64()
+                })
         })
     })
     .await;

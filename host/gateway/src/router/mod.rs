@@ -105,6 +105,9 @@ type CatalogSource = Box<dyn Fn(&str) -> Option<ToolCatalog> + Send + Sync>;
 /// whole of `route`, audit line included.
 pub struct Router {
     chain: ArcSwap<Chain>,
+    /// Whether the first chain is in force ([`Router::loading_first_chain`]):
+    /// until it is, elicitations wait for it.
+    first_chain: tokio::sync::watch::Sender<FirstChain>,
     /// When [`Router::swap_chain`] last ran.
     swapped_at: Mutex<Option<std::time::SystemTime>>,
     settings: ArcSwap<ElicitationSettings>,
@@ -139,6 +142,17 @@ pub struct Router {
     shadow_reviews: Arc<tokio::sync::Semaphore>,
     /// Shadow lines not written yet ([`Router::drain`] waits for them).
     shadow_pending: Arc<AtomicUsize>,
+}
+
+/// Where the first chain stands ([`Router::loading_first_chain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FirstChain {
+    /// Being built and checked: elicitations wait.
+    Loading,
+    /// In force: elicitations are reviewed.
+    Loaded,
+    /// It did not load (why): elicitations are declined, failing closed.
+    Failed(Arc<str>),
 }
 
 /// Counts one of a server's elicitations in flight while alive.
@@ -189,6 +203,7 @@ impl Router {
     ) -> Router {
         Router {
             chain: ArcSwap::from_pointee(chain),
+            first_chain: tokio::sync::watch::Sender::new(FirstChain::Loaded),
             swapped_at: Mutex::new(None),
             settings: ArcSwap::from_pointee(settings),
             audit,
@@ -259,9 +274,76 @@ impl Router {
         let _ = self.console.set(console);
     }
 
-    /// Replaces the chain: reviews in flight finish on the old one.
+    /// Marks the chain given to [`Router::new`] a stand-in while the real
+    /// one loads (off the critical path, so that a client's `initialize` is
+    /// answered at once): every elicitation waits until the first
+    /// [`Router::swap_chain`], or is declined, failing closed, once
+    /// [`Router::first_chain_failed`] says it will not come.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use gatehouse_core::chain::Chain;
+    /// # use gatehouse_gateway::router::{NoPerson, Router};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let audit = Arc::new(gatehouse_audit::AuditLog::open(dir.path().join("audit.jsonl")).unwrap());
+    /// let router = Router::new(Chain::default(), Default::default(), audit, Arc::new(NoPerson), 4)
+    ///     .loading_first_chain();
+    /// assert!(!router.first_chain_loaded());
+    /// router.swap_chain(Chain::default());
+    /// assert!(router.first_chain_loaded());
+    /// ```
+    pub fn loading_first_chain(self) -> Router {
+        self.first_chain.send_replace(FirstChain::Loading);
+        self
+    }
+
+    /// The first chain will not come (`why`: the load's error): elicitations
+    /// waiting for it, and any after, are declined and audited as failures.
+    /// Does nothing once a chain is in force.
+    pub fn first_chain_failed(&self, why: &str) {
+        self.first_chain.send_if_modified(|state| {
+            let loading = *state == FirstChain::Loading;
+            if loading {
+                *state = FirstChain::Failed(Arc::from(why));
+            }
+            loading
+        });
+    }
+
+    /// Whether a chain is in force (always, unless
+    /// [`Router::loading_first_chain`] and none was swapped in yet).
+    pub fn first_chain_loaded(&self) -> bool {
+        *self.first_chain.borrow() == FirstChain::Loaded
+    }
+
+    /// Waits until a chain is in force; `Err` says why none will be (it
+    /// failed to load, or the router is shutting down).
+    async fn first_chain_in_force(&self) -> Result<(), Arc<str>> {
+        let mut state = self.first_chain.subscribe();
+        let settled = tokio::select! {
+            settled = state.wait_for(|state| *state != FirstChain::Loading) => settled.map(|state| state.clone()),
+            () = self.shutdown.cancelled() => {
+                return Err(Arc::from("gatehouse is stopping and the reviewer chain has not loaded"));
+            }
+        };
+        match settled {
+            Ok(FirstChain::Failed(why)) => Err(why),
+            Ok(_) => Ok(()),
+            Err(_) => Err(Arc::from("the reviewer chain's loader is gone")),
+        }
+    }
+
+    /// Replaces the chain: reviews in flight finish on the old one. The
+    /// first swap puts a chain in force ([`Router::loading_first_chain`]).
     pub fn swap_chain(&self, chain: Chain) {
         self.chain.store(Arc::new(chain));
+        self.first_chain.send_if_modified(|state| {
+            let opened = *state == FirstChain::Loading;
+            if opened {
+                *state = FirstChain::Loaded;
+            }
+            opened
+        });
         if let Ok(mut swapped_at) = self.swapped_at.lock() {
             *swapped_at = Some(std::time::SystemTime::now());
         }
@@ -537,6 +619,11 @@ impl Router {
         related: &Related,
         shadow_slot: &shadow::Slot,
     ) -> Decided {
+        // Nothing is decided before the chain and settings the config
+        // describes are in force; if they never come, it fails closed.
+        if let Err(why) = self.first_chain_in_force().await {
+            return Decided::without_chain(&why);
+        }
         if let Related::Unmatched { in_flight } = related {
             return Decided::unmatched(*in_flight);
         }

@@ -98,6 +98,16 @@ impl Decided {
         }
     }
 
+    /// The reviewer chain did not load (`why`): declined unreviewed, as a
+    /// failure (fail closed).
+    pub(super) fn without_chain(why: &str) -> Self {
+        Decided::new(
+            ElicitAnswer::plain_decline(),
+            DecidedBy::Failure,
+            format!("the reviewer chain is not in force: {why}"),
+        )
+    }
+
     /// The server already has `limit` elicitations in flight: declined at
     /// once, unreviewed.
     pub(super) fn over_cap(limit: usize) -> Self {

@@ -1,0 +1,204 @@
+//! The reviewer chain loads off the critical path of `gatehouse serve`: a
+//! client's `initialize` is answered before the chain is in force, an
+//! elicitation that comes first waits for the chain and is reviewed by it
+//! (never by the empty stand-in), and a chain that does not load fails
+//! closed: what waited is declined and audited, and gatehouse stops with the
+//! load's error.
+//!
+//! The guardian is read through a FIFO the test writes when it chooses, so
+//! "before the chain loads" is a fact, not a race.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+use crate::gateway::{Client, audit, call, config_with};
+use crate::paths::{existing, target};
+use crate::tool_result::result_text as text;
+
+fn guardian() -> PathBuf {
+    existing(
+        target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm"),
+        "run .ci/build-guests",
+    )
+}
+
+/// `config_with`'s config, its guardian named by a FIFO (returned): the
+/// chain's load blocks until the test writes the module into it.
+fn config_through_fifo(dir: &Path) -> (PathBuf, PathBuf) {
+    let config = config_with(dir, "{}", "");
+    let fifo = dir.join("guardian-fifo.wasm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let text = std::fs::read_to_string(&config).expect("config");
+    let named = format!("{:?}", guardian().display().to_string());
+    assert!(text.contains(&named), "{text}");
+    let text = text.replace(&named, &format!("{:?}", fifo.display().to_string()));
+    std::fs::write(&config, text).expect("config");
+    (config, fifo)
+}
+
+/// Writes `bytes` into the FIFO (on a thread: opening it waits for the
+/// loader to open it for reading).
+async fn feed(fifo: &Path, bytes: Vec<u8>) {
+    let fifo = fifo.to_path_buf();
+    tokio::task::spawn_blocking(move || std::fs::write(&fifo, bytes).expect("write the FIFO"))
+        .await
+        .expect("the writer");
+}
+
+fn the_client() -> Client {
+    Client {
+        elicitation: true,
+        content: None,
+        asked: Arc::new(AtomicUsize::new(0)),
+    }
+}
+
+/// `gatehouse serve` on stdio, its stderr piped to the test.
+fn serve(config: &Path) -> (TokioChildProcess, tokio::process::ChildStderr) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    command.arg("serve").arg("--config").arg(config);
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gatehouse starts");
+    (transport, stderr.expect("stderr piped"))
+}
+
+type Session = rmcp::service::RunningService<rmcp::RoleClient, Client>;
+
+/// `gatehouse serve` on `config`, initialized by a client whose person
+/// never answers (so a form the chain leaves to the person never ends),
+/// and its stderr.
+async fn initialized(config: &Path) -> (Arc<Session>, tokio::process::ChildStderr) {
+    let (transport, stderr) = serve(config);
+    let client = tokio::time::timeout(Duration::from_secs(60), the_client().serve(transport))
+        .await
+        .expect("initialize is answered while the chain is still loading")
+        .expect("initialize");
+    (Arc::new(client), stderr)
+}
+
+/// Calls `git__delete_branch` on `main` in a task of its own: demo-server
+/// asks to approve it, which the guardian declines.
+fn delete_main(
+    client: &Arc<Session>,
+) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        client
+            .call_tool(call("git__delete_branch", json!({"branch": "main"})))
+            .await
+    })
+}
+
+/// Waits until the instance on `config` routes one elicitation (the
+/// server's form, waiting for the chain), and checks it is unanswered.
+async fn form_waits(
+    config: &Path,
+    calling: &tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>,
+) {
+    crate::waiting::wait_for("the server's form to wait for the chain", || {
+        in_flight(config) == Some(1)
+    })
+    .await;
+    assert!(!calling.is_finished(), "answered before the chain loaded");
+}
+
+/// The elicitations the one instance on `config` routes now, as
+/// `gatehouse status` tells (`None` before it answers).
+fn in_flight(config: &Path) -> Option<u64> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["status", "--format", "json", "--config"])
+        .arg(config)
+        .output()
+        .expect("gatehouse status runs");
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    said["instances"][0]["in_flight"].as_u64()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_never_waits_for_the_chain_and_an_elicitation_waits_for_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, fifo) = config_through_fifo(dir.path());
+    // Nothing is written to the FIFO yet: the chain cannot have loaded.
+    let (client, _stderr) = initialized(&config).await;
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(
+        tools.iter().any(|tool| tool.name == "git__delete_branch"),
+        "{tools:?}"
+    );
+    // The guardian declines deleting main; without it (the empty stand-in)
+    // the form would go to the person, who never answers here.
+    let calling = delete_main(&client);
+    form_waits(&config, &calling).await;
+    assert!(audit(dir.path()).is_empty(), "{:?}", audit(dir.path()));
+    let bytes = std::fs::read(guardian()).expect("the guardian");
+    let sha256 = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&bytes))
+    };
+    feed(&fifo, bytes).await;
+    let denied = tokio::time::timeout(Duration::from_secs(60), calling)
+        .await
+        .expect("answered once the chain loaded")
+        .expect("the call task")
+        .expect("delete_branch");
+    assert!(
+        text(&denied).contains("unacceptable risk"),
+        "the guardian decided: {}",
+        text(&denied)
+    );
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["decided_by"], "guest", "{}", lines[0]);
+    // The module that decided is the guardian the test wrote in.
+    assert_eq!(lines[0]["steps"][0]["sha256"], sha256, "{}", lines[0]);
+    if let Ok(client) = Arc::try_unwrap(client) {
+        let _ = client.cancel().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_that_does_not_load_fails_closed_and_stops_gatehouse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, fifo) = config_through_fifo(dir.path());
+    let (client, mut stderr) = initialized(&config).await;
+    let calling = delete_main(&client);
+    form_waits(&config, &calling).await;
+    feed(&fifo, b"not a component".to_vec()).await;
+    let mut said = String::new();
+    tokio::time::timeout(Duration::from_secs(60), stderr.read_to_string(&mut said))
+        .await
+        .expect("gatehouse stops")
+        .expect("its stderr");
+    assert!(
+        said.contains("cannot load the reviewer chain"),
+        "gatehouse says why it stopped: {said}"
+    );
+    // The form that waited was declined as a failure, and audited.
+    let lines = audit(dir.path());
+    assert_eq!(lines.len(), 1, "{lines:#?}\n{said}");
+    assert_eq!(lines[0]["decided_by"], "failure", "{}", lines[0]);
+    assert_eq!(lines[0]["answer"]["action"], "decline", "{}", lines[0]);
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not in force"),
+        "{}",
+        lines[0]
+    );
+    let _ = calling.await;
+}
