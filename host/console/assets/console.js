@@ -466,7 +466,8 @@
       "Config ", el("code", {}, [status.config]), "; ",
       status.in_flight + " elicitation(s) in flight; " + instance.open + " question(s) on this console; last chain swap: " +
         (status.swapped_at_ms ? new Date(status.swapped_at_ms).toLocaleString() : "not yet: the chain is loading, and elicitations wait for it") +
-        "; conformance kit: " + (status.kit === "passed" ? "every module passed before the swap" : "off"),
+        "; conformance kit: " + (status.kit === "passed" ? "every module passed before the swap" :
+          status.kit === "pending" ? "checking the modules (the chain is loading)" : "off"),
     ]));
     parts.push(el("h3", {}, ["Modules"]));
     parts.push(status.modules.length === 0 ? el("p", { class: "muted" }, ["No module: everything goes to the person."]) :

@@ -35,6 +35,9 @@ pub struct InstanceStatus {
 pub enum KitStatus {
     /// Every module passed it before the swap.
     Passed,
+    /// The first chain is still loading (or did not load): its checks have
+    /// not all passed yet.
+    Pending,
     /// `verify_contract` is off.
     #[default]
     Off,

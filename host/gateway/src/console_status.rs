@@ -68,10 +68,12 @@ pub fn instance_status(config: &Config, router: &Router, snapshot: &Snapshot) ->
     InstanceStatus {
         config: config.origin.display().to_string(),
         modules,
-        kit: if config.review.verify_contract {
+        kit: if !config.review.verify_contract {
+            KitStatus::Off
+        } else if router.first_chain_loaded() {
             KitStatus::Passed
         } else {
-            KitStatus::Off
+            KitStatus::Pending
         },
         swapped_at_ms: router
             .swapped_at()

@@ -79,15 +79,32 @@ pub struct Reloaded {
     pub config_changed: bool,
 }
 
+/// Each module of `chain`: its name and sha256, in chain order.
+fn modules_of(chain: &Chain) -> Vec<(String, String)> {
+    chain
+        .links()
+        .iter()
+        .map(|link| {
+            (
+                link.module.name().to_owned(),
+                link.module.digest().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// Builds chains from the config and swaps them into a router.
 pub struct Reloader {
     config: Arc<ConfigFile>,
     sandbox: Sandbox,
     kit: Option<Kit>,
     router: Arc<Router>,
-    /// Held while a chain is built and swapped in: one build at a time, so
-    /// a slow first load never swaps its chain over a later reload's.
-    building: std::sync::Mutex<()>,
+    /// Builds started so far, numbering each, and the number of the last one
+    /// swapped in: a build that ends after a later-started one was swapped
+    /// in is dropped, so a slow build (the first load, say) never lands over
+    /// a newer chain. Builds run side by side; only the swap takes the lock.
+    builds_started: std::sync::atomic::AtomicU64,
+    last_swapped: std::sync::Mutex<u64>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -112,7 +129,8 @@ impl Reloader {
             sandbox,
             kit,
             router,
-            building: std::sync::Mutex::new(()),
+            builds_started: std::sync::atomic::AtomicU64::new(0),
+            last_swapped: std::sync::Mutex::new(0),
         }
     }
 
@@ -133,12 +151,6 @@ impl Reloader {
     /// describes; swaps it and the `[elicitations]` settings in on success.
     /// Blocking: call it off the async runtime.
     pub fn rebuild(&self) -> Result<Reloaded, ReloadError> {
-        // A build that panicked left nothing half-swapped: the lock is
-        // taken back.
-        let _one_at_a_time = self
-            .building
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let rebuilt = self.build_and_swap();
         crate::telemetry::record_swap(self.router.metrics(), rebuilt.is_ok());
         rebuilt
@@ -152,18 +164,13 @@ impl Reloader {
 
     fn build_and_swap(&self) -> Result<Reloaded, ReloadError> {
         let started = Instant::now();
+        let build = self
+            .builds_started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         let config = self.config.current();
         let chain = build_checked_chain(&config, &self.sandbox, self.kit.as_ref())?;
-        let modules = chain
-            .links()
-            .iter()
-            .map(|link| {
-                (
-                    link.module.name().to_owned(),
-                    link.module.digest().to_owned(),
-                )
-            })
-            .collect();
+        let modules = modules_of(&chain);
         let settings = config.elicitations.clone();
         let current = self.router.settings();
         if settings.audit_log != current.audit_log {
@@ -177,10 +184,30 @@ impl Reloader {
             );
         }
         let settings_changed = *current != settings;
-        // The settings first: the first chain swapped in lets waiting
-        // elicitations through (`Router::loading_first_chain`).
-        self.router.swap_settings(settings);
-        self.router.swap_chain(chain);
+        {
+            // Nothing in here panics; a poisoned lock still holds a number.
+            let mut last_swapped = self
+                .last_swapped
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *last_swapped > build {
+                tracing::info!(
+                    modules = ?modules,
+                    "a build that started later was swapped in first; this one is dropped"
+                );
+                return Ok(Reloaded {
+                    modules: modules_of(&self.router.chain()),
+                    elapsed: started.elapsed(),
+                    settings_changed: false,
+                    config_changed: false,
+                });
+            }
+            *last_swapped = build;
+            // The settings first: the first chain swapped in lets waiting
+            // elicitations through (`Router::loading_first_chain`).
+            self.router.swap_settings(settings);
+            self.router.swap_chain(chain);
+        }
         let reloaded = Reloaded {
             modules,
             elapsed: started.elapsed(),

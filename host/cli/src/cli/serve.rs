@@ -181,22 +181,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // chain (`Router::loading_first_chain`). A chain that does not load
     // stops gatehouse with its error, as before it served; whatever waited
     // for it is declined and audited.
-    let load_failed = {
-        let (failed, load_failed) = tokio::sync::oneshot::channel::<anyhow::Error>();
-        let (reloader, router) = (reloader.clone(), router.clone());
+    let load_failed = Arc::new(LoadFailed::default());
+    {
+        let (reloader, router, load_failed) =
+            (reloader.clone(), router.clone(), load_failed.clone());
         tokio::spawn(async move {
-            let loaded = match tokio::task::spawn_blocking(move || reloader.rebuild()).await {
+            let error = match tokio::task::spawn_blocking(move || reloader.rebuild()).await {
                 Ok(Ok(_)) => return,
                 Ok(Err(error)) => {
                     anyhow::Error::new(error).context("cannot load the reviewer chain")
                 }
                 Err(error) => anyhow::Error::new(error).context("the reviewer chain task failed"),
             };
-            router.first_chain_failed(&format!("{loaded:#}"));
-            let _ = failed.send(loaded);
+            if router.first_chain_failed(&format!("{error:#}")) {
+                tracing::error!("{error:#}; stopping");
+                load_failed.set(error);
+            } else {
+                tracing::warn!(
+                    "the first load of the reviewer chain failed, but a reload put a chain in force meanwhile: {error:#}"
+                );
+            }
         });
-        load_failed
-    };
+    }
     let source = Arc::new(ConfigSource::following(file.clone()));
     let mcp = McpRuntime::new(source, Arc::new(router.clone()));
     let catalog = mcp.clone();
@@ -318,21 +324,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // kills them soon after (Codex: SIGTERM, SIGKILL 2 s later), and on a
     // busy machine the drain may not end first.
     // A chain that did not load stops the serving as a signal does, and
-    // the error is what gatehouse exits with.
-    let load_error = Arc::new(std::sync::Mutex::new(None::<anyhow::Error>));
+    // its error is what gatehouse exits with.
     let stopped = {
         let (stop, router) = (stop.clone(), router.clone());
         let socket = control_socket.clone();
-        let load_error = load_error.clone();
+        let load_failed = load_failed.clone();
         async move {
             tokio::select! {
                 () = stop.requested_now() => {}
-                Ok(error) = load_failed => {
-                    tracing::error!("{error:#}; stopping");
-                    if let Ok(mut slot) = load_error.lock() {
-                        *slot = Some(error);
-                    }
-                }
+                () = load_failed.notified() => {}
             }
             let _ = std::fs::remove_file(&socket);
             router.drain_questions(QUESTIONS_SETTLE).await;
@@ -382,10 +382,36 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         console.stop();
         console.stopped().await;
     }
-    let load_error = load_error.lock().ok().and_then(|mut slot| slot.take());
-    match load_error {
+    // However the serving ended, a chain that failed to load is the error
+    // (one still loading when the client went is not waited for).
+    match load_failed.take() {
         Some(error) => Err(error),
         None => served.map(|()| ExitCode::SUCCESS),
+    }
+}
+
+/// The first load's error, once it failed with no chain in force; and the
+/// wake-up of whatever stops the serving then.
+#[derive(Default)]
+struct LoadFailed {
+    error: std::sync::Mutex<Option<anyhow::Error>>,
+    failed: tokio::sync::Notify,
+}
+
+impl LoadFailed {
+    fn set(&self, error: anyhow::Error) {
+        if let Ok(mut slot) = self.error.lock() {
+            *slot = Some(error);
+        }
+        self.failed.notify_one();
+    }
+
+    async fn notified(&self) {
+        self.failed.notified().await;
+    }
+
+    fn take(&self) -> Option<anyhow::Error> {
+        self.error.lock().ok().and_then(|mut slot| slot.take())
     }
 }
 

@@ -458,9 +458,15 @@ async fn the_console_lists_each_instance_with_its_modules_and_backends_and_reloa
     let status = loop {
         let state = session.state().await;
         let status = &state["instances"][0]["status"];
-        if status["backends"][0]["state"] == "connected" {
+        // The chain loads in the background: until it is in force the kit
+        // says it is pending.
+        if status["backends"][0]["state"] == "connected" && status["swapped_at_ms"].is_u64() {
             break status.clone();
         }
+        assert!(
+            status.is_null() || status["kit"] == "pending" || status["swapped_at_ms"].is_u64(),
+            "{status}"
+        );
         assert!(tokio::time::Instant::now() < deadline, "{state}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };

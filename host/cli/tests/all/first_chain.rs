@@ -15,7 +15,6 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
@@ -65,29 +64,36 @@ fn the_client() -> Client {
     }
 }
 
-/// `gatehouse serve` on stdio, its stderr piped to the test.
-fn serve(config: &Path) -> (TokioChildProcess, tokio::process::ChildStderr) {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-    command.arg("serve").arg("--config").arg(config);
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gatehouse starts");
-    (transport, stderr.expect("stderr piped"))
-}
-
 type Session = rmcp::service::RunningService<rmcp::RoleClient, Client>;
 
-/// `gatehouse serve` on `config`, initialized by a client whose person
-/// never answers (so a form the chain leaves to the person never ends),
-/// and its stderr.
-async fn initialized(config: &Path) -> (Arc<Session>, tokio::process::ChildStderr) {
-    let (transport, stderr) = serve(config);
-    let client = tokio::time::timeout(Duration::from_secs(60), the_client().serve(transport))
+/// `gatehouse serve` on `config` (its process, to wait for its exit, and
+/// its stderr), initialized by a client whose person never answers (so a
+/// form the chain left to the person would never end).
+async fn initialized(
+    config: &Path,
+) -> (
+    Arc<Session>,
+    tokio::process::Child,
+    tokio::process::ChildStderr,
+) {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("serve")
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("gatehouse starts");
+    let stdout = child.stdout.take().expect("stdout piped");
+    let stdin = child.stdin.take().expect("stdin piped");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let client = tokio::time::timeout(Duration::from_secs(60), the_client().serve((stdout, stdin)))
         .await
         .expect("initialize is answered while the chain is still loading")
         .expect("initialize");
-    (Arc::new(client), stderr)
+    (Arc::new(client), child, stderr)
 }
 
 /// Calls `git__delete_branch` on `main` in a task of its own: demo-server
@@ -104,15 +110,31 @@ fn delete_main(
 }
 
 /// Waits until the instance on `config` routes one elicitation (the
-/// server's form, waiting for the chain), and checks it is unanswered.
+/// server's form, waiting for the chain).
+async fn until_one_in_flight(config: &Path) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let config = config.to_path_buf();
+        let routing = tokio::task::spawn_blocking(move || in_flight(&config))
+            .await
+            .expect("gatehouse status");
+        if routing == Some(1) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server's form never waited for the chain: {routing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// [`until_one_in_flight`], then checks the call is unanswered.
 async fn form_waits(
     config: &Path,
     calling: &tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>,
 ) {
-    crate::waiting::wait_for("the server's form to wait for the chain", || {
-        in_flight(config) == Some(1)
-    })
-    .await;
+    until_one_in_flight(config).await;
     assert!(!calling.is_finished(), "answered before the chain loaded");
 }
 
@@ -133,7 +155,7 @@ async fn initialize_never_waits_for_the_chain_and_an_elicitation_waits_for_it() 
     let dir = tempfile::tempdir().expect("tempdir");
     let (config, fifo) = config_through_fifo(dir.path());
     // Nothing is written to the FIFO yet: the chain cannot have loaded.
-    let (client, _stderr) = initialized(&config).await;
+    let (client, _child, _stderr) = initialized(&config).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     assert!(
         tools.iter().any(|tool| tool.name == "git__delete_branch"),
@@ -174,7 +196,7 @@ async fn initialize_never_waits_for_the_chain_and_an_elicitation_waits_for_it() 
 async fn a_chain_that_does_not_load_fails_closed_and_stops_gatehouse() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (config, fifo) = config_through_fifo(dir.path());
-    let (client, mut stderr) = initialized(&config).await;
+    let (client, mut child, mut stderr) = initialized(&config).await;
     let calling = delete_main(&client);
     form_waits(&config, &calling).await;
     feed(&fifo, b"not a component".to_vec()).await;
@@ -187,6 +209,11 @@ async fn a_chain_that_does_not_load_fails_closed_and_stops_gatehouse() {
         said.contains("cannot load the reviewer chain"),
         "gatehouse says why it stopped: {said}"
     );
+    let exited = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("gatehouse exits")
+        .expect("its status");
+    assert_eq!(exited.code(), Some(1), "{said}");
     // The form that waited was declined as a failure, and audited.
     let lines = audit(dir.path());
     assert_eq!(lines.len(), 1, "{lines:#?}\n{said}");
@@ -201,4 +228,41 @@ async fn a_chain_that_does_not_load_fails_closed_and_stops_gatehouse() {
         lines[0]
     );
     let _ = calling.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_while_the_chain_loads_ends_its_form_at_once() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, _fifo) = config_through_fifo(dir.path());
+    // The FIFO is never written: the chain never loads.
+    let (client, _child, _stderr) = initialized(&config).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "git__delete_branch",
+        json!({"branch": "main"}),
+    )));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .expect("tools/call sent");
+    until_one_in_flight(&config).await;
+    // The agent gives the call up: its form ends with it, not when the
+    // chain comes (never, here).
+    handle
+        .cancel(Some("the agent gave up".to_owned()))
+        .await
+        .expect("notifications/cancelled sent");
+    crate::waiting::wait_for("the form's audit line", || audit(dir.path()).len() == 1).await;
+    let line = &audit(dir.path())[0];
+    assert_eq!(line["decided_by"], "policy", "{line}");
+    assert_eq!(line["answer"]["action"], "cancel", "{line}");
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("while the reviewer chain was loading"),
+        "{line}"
+    );
 }

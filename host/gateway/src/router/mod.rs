@@ -299,15 +299,16 @@ impl Router {
 
     /// The first chain will not come (`why`: the load's error): elicitations
     /// waiting for it, and any after, are declined and audited as failures.
-    /// Does nothing once a chain is in force.
-    pub fn first_chain_failed(&self, why: &str) {
+    /// Returns whether it did anything: `false` once a chain is in force
+    /// (a reload may have put one in while the first load failed).
+    pub fn first_chain_failed(&self, why: &str) -> bool {
         self.first_chain.send_if_modified(|state| {
             let loading = *state == FirstChain::Loading;
             if loading {
                 *state = FirstChain::Failed(Arc::from(why));
             }
             loading
-        });
+        })
     }
 
     /// Whether a chain is in force (always, unless
@@ -316,20 +317,60 @@ impl Router {
         *self.first_chain.borrow() == FirstChain::Loaded
     }
 
-    /// Waits until a chain is in force; `Err` says why none will be (it
-    /// failed to load, or the router is shutting down).
-    async fn first_chain_in_force(&self) -> Result<(), Arc<str>> {
+    /// Waits until a chain is in force (`None`), or answers `elicitation`
+    /// without one (`Some`) when none will be in force before it ends: the chain did not load or gatehouse stops
+    /// (declined as a failure), or the elicitation ended while it waited (its
+    /// server went away or cancelled it, reused its id, or the call it
+    /// belongs to ended: cancelled, nobody decided).
+    async fn wait_for_first_chain(
+        &self,
+        elicitation: &IncomingElicitation,
+        tie: &Tie<'_>,
+    ) -> Option<Decided> {
+        if *self.first_chain.borrow() == FirstChain::Loaded {
+            return None;
+        }
+        tracing::info!(
+            server = %Escaped(&elicitation.server),
+            "an elicitation waits for the reviewer chain to load"
+        );
         let mut state = self.first_chain.subscribe();
-        let settled = tokio::select! {
-            settled = state.wait_for(|state| *state != FirstChain::Loading) => settled.map(|state| state.clone()),
-            () = self.shutdown.cancelled() => {
-                return Err(Arc::from("gatehouse is stopping and the reviewer chain has not loaded"));
+        let replaced = tie.replaced.clone().unwrap_or_default();
+        let call_ended = async {
+            match tie.binding {
+                Some(Binding::Call(call)) => call.ended().await,
+                _ => std::future::pending().await,
             }
         };
-        match settled {
-            Ok(FirstChain::Failed(why)) => Err(why),
-            Ok(_) => Ok(()),
-            Err(_) => Err(Arc::from("the reviewer chain's loader is gone")),
+        let ended = |why: &str| {
+            Some(Decided::new(
+                ElicitAnswer::cancel(),
+                DecidedBy::Policy,
+                format!("{why} while the reviewer chain was loading"),
+            ))
+        };
+        // Biased: a chain in force wins over anything that came after it.
+        tokio::select! {
+            biased;
+            settled = state.wait_for(|state| *state != FirstChain::Loading) => {
+                match settled.map(|state| state.clone()) {
+                    Ok(FirstChain::Failed(why)) => Some(Decided::without_chain(&why)),
+                    Ok(_) => None,
+                    Err(_) => Some(Decided::without_chain("the reviewer chain's loader is gone")),
+                }
+            }
+            () = self.shutdown.cancelled() => Some(Decided::without_chain(
+                "gatehouse is stopping and the reviewer chain has not loaded",
+            )),
+            () = elicitation.server_gone.cancelled() => ended("the server went away"),
+            () = elicitation.cancelled.cancelled() => {
+                ended("the server cancelled the request or disconnected")
+            }
+            () = replaced.cancelled() => ended("the server reused this request id"),
+            () = elicitation.arrival.superseded.cancelled() => {
+                ended("the server reused this request id")
+            }
+            () = call_ended => ended("the request it belongs to ended"),
         }
     }
 
@@ -621,8 +662,8 @@ impl Router {
     ) -> Decided {
         // Nothing is decided before the chain and settings the config
         // describes are in force; if they never come, it fails closed.
-        if let Err(why) = self.first_chain_in_force().await {
-            return Decided::without_chain(&why);
+        if let Some(decided) = self.wait_for_first_chain(elicitation, &tie).await {
+            return decided;
         }
         if let Related::Unmatched { in_flight } = related {
             return Decided::unmatched(*in_flight);
