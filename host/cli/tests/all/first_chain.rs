@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 use serde_json::json;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 use crate::gateway::{Client, audit, call, config_with};
 use crate::paths::{existing, target};
@@ -80,6 +80,8 @@ async fn initialized(
         .arg("serve")
         .arg("--config")
         .arg(config)
+        // The reloads' info lines, which one test reads.
+        .env("RUST_LOG", "warn,gatehouse_gateway=info")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -264,5 +266,73 @@ async fn a_call_cancelled_while_the_chain_loads_ends_its_form_at_once() {
             .unwrap_or_default()
             .contains("while the reviewer chain was loading"),
         "{line}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_first_load_never_lands_over_a_later_reload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, fifo) = config_through_fifo(dir.path());
+    let (_client, _child, stderr) = initialized(&config).await;
+    // The config changes while the first load waits on the FIFO: the
+    // reload it causes puts the guardian (read from its file) in force.
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replace(
+        &format!("{:?}", fifo.display().to_string()),
+        &format!("{:?}", guardian().display().to_string()),
+    );
+    std::fs::write(&config, text).expect("config");
+    let guardian_sha256 = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(
+            std::fs::read(guardian()).expect("the guardian"),
+        ))
+    };
+    let in_force = |config: PathBuf| async move {
+        tokio::task::spawn_blocking(move || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+                .args(["status", "--format", "json", "--config"])
+                .arg(&config)
+                .output()
+                .expect("gatehouse status runs");
+            let said: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            said["instances"][0]["modules"][0]["digest"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .await
+        .expect("gatehouse status")
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while in_force(config.clone()).await.as_deref() != Some(guardian_sha256.as_str()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the reload never put the guardian in force"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Now the first load ends, with another valid module: it started
+    // before the reload, so it is dropped.
+    let allowlist = existing(
+        target().join("wasm32-wasip2/guest/gatehouse_allowlist.wasm"),
+        "run .ci/build-guests",
+    );
+    feed(&fifo, std::fs::read(allowlist).expect("the allowlist")).await;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let dropped = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("this one is dropped") {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("the first load ends");
+    assert!(dropped.contains("dropped"), "gatehouse ended first");
+    assert_eq!(
+        in_force(config.clone()).await.as_deref(),
+        Some(guardian_sha256.as_str()),
+        "the later reload's chain stays in force"
     );
 }
