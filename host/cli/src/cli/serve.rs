@@ -181,10 +181,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // chain (`Router::loading_first_chain`). A chain that does not load
     // stops gatehouse with its error, as before it served; whatever waited
     // for it is declined and audited.
-    let load_failed = Arc::new(LoadFailed::default());
     {
-        let (reloader, router, load_failed) =
-            (reloader.clone(), router.clone(), load_failed.clone());
+        let (reloader, router) = (reloader.clone(), router.clone());
         tokio::spawn(async move {
             let error = match tokio::task::spawn_blocking(move || reloader.rebuild()).await {
                 Ok(Ok(_)) => return,
@@ -195,7 +193,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             };
             if router.first_chain_failed(&format!("{error:#}")) {
                 tracing::error!("{error:#}; stopping");
-                load_failed.set(error);
             } else {
                 tracing::warn!(
                     "the first load of the reviewer chain failed, but a reload put a chain in force meanwhile: {error:#}"
@@ -315,24 +312,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         control_socket = %control_socket.display(),
         "serving"
     );
-    // A signal ends the serving, the router's questions first: they are
-    // answered as cancelled by the shutdown before the sessions close (which
-    // would have them answered as their client's going). Each question's
-    // task must have seen the cancel before the close, or on a busy machine
-    // it wakes to both at once.
-    // The control socket goes first: a client that signals its servers
-    // kills them soon after (Codex: SIGTERM, SIGKILL 2 s later), and on a
-    // busy machine the drain may not end first.
-    // A chain that did not load stops the serving as a signal does, and
-    // its error is what gatehouse exits with.
+    // A signal, or a chain that did not load (its error is then what
+    // gatehouse exits with), ends the serving. The control socket goes
+    // first: a client that signals its servers kills them soon after
+    // (Codex: SIGTERM, SIGKILL 2 s later), and on a busy machine the drain
+    // may not end first. Then the router's questions: they are answered as
+    // cancelled by the shutdown before the sessions close (which would have
+    // them answered as their client's going). Each question's task must
+    // have seen the cancel before the close, or on a busy machine it wakes
+    // to both at once.
     let stopped = {
         let (stop, router) = (stop.clone(), router.clone());
         let socket = control_socket.clone();
-        let load_failed = load_failed.clone();
         async move {
             tokio::select! {
                 () = stop.requested_now() => {}
-                () = load_failed.notified() => {}
+                () = router.first_chain_failure() => {}
             }
             let _ = std::fs::remove_file(&socket);
             router.drain_questions(QUESTIONS_SETTLE).await;
@@ -384,34 +379,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     // However the serving ended, a chain that failed to load is the error
     // (one still loading when the client went is not waited for).
-    match load_failed.take() {
-        Some(error) => Err(error),
+    match router.first_chain_error() {
+        Some(why) => Err(anyhow::anyhow!("{why}")),
         None => served.map(|()| ExitCode::SUCCESS),
-    }
-}
-
-/// The first load's error, once it failed with no chain in force; and the
-/// wake-up of whatever stops the serving then.
-#[derive(Default)]
-struct LoadFailed {
-    error: std::sync::Mutex<Option<anyhow::Error>>,
-    failed: tokio::sync::Notify,
-}
-
-impl LoadFailed {
-    fn set(&self, error: anyhow::Error) {
-        if let Ok(mut slot) = self.error.lock() {
-            *slot = Some(error);
-        }
-        self.failed.notify_one();
-    }
-
-    async fn notified(&self) {
-        self.failed.notified().await;
-    }
-
-    fn take(&self) -> Option<anyhow::Error> {
-        self.error.lock().ok().and_then(|mut slot| slot.take())
     }
 }
 

@@ -311,6 +311,28 @@ impl Router {
         })
     }
 
+    /// Why the first chain did not load ([`Router::first_chain_failed`]),
+    /// if it did not.
+    pub fn first_chain_error(&self) -> Option<Arc<str>> {
+        match &*self.first_chain.borrow() {
+            FirstChain::Failed(why) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    /// Resolves when the first chain fails to load (at once if it did);
+    /// never once a chain is in force.
+    pub async fn first_chain_failure(&self) {
+        let mut state = self.first_chain.subscribe();
+        if state
+            .wait_for(|state| matches!(state, FirstChain::Failed(_)))
+            .await
+            .is_err()
+        {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Whether a chain is in force (always, unless
     /// [`Router::loading_first_chain`] and none was swapped in yet).
     pub fn first_chain_loaded(&self) -> bool {
@@ -327,7 +349,7 @@ impl Router {
         elicitation: &IncomingElicitation,
         tie: &Tie<'_>,
     ) -> Option<Decided> {
-        if *self.first_chain.borrow() == FirstChain::Loaded {
+        if self.first_chain_loaded() {
             return None;
         }
         tracing::info!(
