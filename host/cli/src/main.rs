@@ -13,12 +13,68 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             // Errors may quote a guest, a server or a manifest.
-            let error = format!("{error:#}");
+            let error = chain_text(&error);
             eprintln!(
                 "gatehouse: error: {}",
                 gatehouse_core::escape::Escaped(&error)
             );
             ExitCode::from(1)
         }
+    }
+}
+
+/// `error` and its causes, joined by `: `, each said once: many errors
+/// already quote their source in their own message (`cannot read the
+/// config: No such file…`), and the chain would repeat it.
+fn chain_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.is_empty() {
+            text = cause;
+        } else if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_text;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("gatehouse.toml: cannot read the config: {source}")]
+    struct Quoting {
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the chain did not load")]
+    struct Silent {
+        source: std::io::Error,
+    }
+
+    fn missing() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")
+    }
+
+    #[test]
+    fn a_cause_the_message_already_quotes_is_said_once() {
+        let error = anyhow::Error::new(Quoting { source: missing() });
+        assert_eq!(
+            chain_text(&error),
+            "gatehouse.toml: cannot read the config: no such file"
+        );
+    }
+
+    #[test]
+    fn a_cause_the_message_does_not_quote_is_kept_and_context_comes_first() {
+        let error = anyhow::Error::new(Silent { source: missing() }).context("serving");
+        assert_eq!(
+            chain_text(&error),
+            "serving: the chain did not load: no such file"
+        );
     }
 }
