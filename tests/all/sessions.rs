@@ -480,3 +480,51 @@ async fn a_model_review_through_the_gateway_is_audited_with_its_call() {
     );
     assert!(call.get("prompt").is_none(), "{line}");
 }
+
+/// The runtime's live tasks once the ones that are ending have ended: polls
+/// until the count stops falling for a moment (or 10 s pass).
+async fn settled_tasks() -> usize {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut last = metrics.num_alive_tasks();
+    let mut steady = 0;
+    while steady < 5 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = metrics.num_alive_tasks();
+        steady = if now < last { 0 } else { steady + 1 };
+        last = now;
+    }
+    last
+}
+
+/// A session that ends takes what was started for it along: before, each
+/// initialized session left a task waiting for the next catalog change,
+/// holding the session's channel, so a client opening and closing sessions
+/// grew gatehouse's memory by about 12 KiB a session, without bound
+/// (`gatehouse-load --http --calls-per-session 1`: +240 MiB over 20,000
+/// sessions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_session_leaves_no_task_behind() {
+    let setup = setup(Upstream::default(), ElicitationSettings::default());
+    // One session first, so that what lives as long as the gateway (the
+    // backend's connection, its tasks) is running before the count.
+    let first = connect(setup.gateway.for_new_session(), Person::new(Some("Ada"))).await;
+    let result = first.call_tool(echo_hi()).await.expect("call");
+    assert!(text(&result).contains("[git] hi"), "{}", text(&result));
+    first.cancel().await.expect("close");
+    let before = settled_tasks().await;
+
+    const SESSIONS: usize = 24;
+    for _ in 0..SESSIONS {
+        let client = connect(setup.gateway.for_new_session(), Person::new(Some("Ada"))).await;
+        let result = client.call_tool(echo_hi()).await.expect("call");
+        assert!(text(&result).contains("[git] hi"), "{}", text(&result));
+        client.cancel().await.expect("close");
+    }
+    let after = settled_tasks().await;
+    assert!(
+        after < before + SESSIONS / 4,
+        "{SESSIONS} sessions opened and closed left {} tasks behind ({before} before, {after} after)",
+        after.saturating_sub(before)
+    );
+}

@@ -1,7 +1,12 @@
-//! The load harness: mixed elicitations through `gatehouse serve` (stdio)
-//! for a while, at the rate the machine holds, then an audit: every call
-//! answered as expected, every elicitation audited exactly once, and the
-//! gateway's memory sampled throughout.
+//! The load harness: mixed elicitations through `gatehouse serve` for a
+//! while, at the rate the machine holds, then an audit: every call answered
+//! as expected, every elicitation audited exactly once, and the gateway's
+//! memory sampled throughout against the number of calls made.
+//!
+//! Over stdio every worker shares the one session the process serves. Over
+//! streamable HTTP (`--http`) each worker has its own session and, with
+//! `--calls-per-session`, closes it after that many calls and opens another:
+//! the soak that shows whether memory levels off as sessions come and go.
 //!
 //! `cargo run --release -p gatehouse-tests --bin gatehouse-load -- --duration 60`
 //! runs it from the command line; `tests/all/load.rs` runs a short pass in every
@@ -10,7 +15,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -20,9 +25,12 @@ use rmcp::model::{
     UrlElicitationCapability,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::TokioChildProcess;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -37,6 +45,33 @@ pub struct LoadOptions {
     pub duration: Duration,
     /// Calls in flight at once.
     pub workers: usize,
+    /// Stop once this many calls were made, if that comes before `duration`.
+    pub max_calls: Option<u64>,
+    /// How the calls reach the gateway.
+    pub transport: Transport,
+}
+
+/// How the harness talks to `gatehouse serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// One stdio session, shared by every worker.
+    Stdio,
+    /// `serve --listen` on loopback; each worker opens its own session and,
+    /// given a number, closes it after that many calls and opens the next.
+    Http {
+        /// Calls a session makes before it is closed (`None`: one session
+        /// per worker for the whole run).
+        calls_per_session: Option<u64>,
+    },
+}
+
+/// The gateway's resident memory at one moment of the run.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct RssSample {
+    /// Calls answered when the sample was taken.
+    pub calls: u64,
+    /// `VmRSS`, in KiB.
+    pub kib: u64,
 }
 
 /// What happened.
@@ -58,8 +93,10 @@ pub struct LoadReport {
     pub audited_twice: u64,
     /// Audit lines by who decided.
     pub decided_by: BTreeMap<String, u64>,
-    /// The gateway's resident memory, sampled every 250 ms, in KiB.
-    pub rss_kib: Vec<u64>,
+    /// Sessions opened (1 over stdio).
+    pub sessions: u64,
+    /// The gateway's resident memory, sampled every 250 ms.
+    pub rss: Vec<RssSample>,
 }
 
 /// Calls of one scenario.
@@ -69,6 +106,9 @@ pub struct ScenarioCount {
     pub expected: u64,
     /// Answered otherwise (the text of the first is kept).
     pub unexpected: u64,
+    /// Declined without being shown, as the gateway must when the server
+    /// had calls from several sessions in flight (HTTP runs only).
+    pub unshown: u64,
     /// The first unexpected answer.
     pub example: Option<String>,
 }
@@ -86,6 +126,13 @@ impl LoadReport {
                 ));
             }
         }
+        let unshown: u64 = self.scenarios.values().map(|count| count.unshown).sum();
+        let unhandled = self.decided_by.get("unhandled").copied().unwrap_or(0);
+        if unshown != unhandled {
+            problems.push(format!(
+                "{unshown} questions declined unshown but {unhandled} audited as unhandled"
+            ));
+        }
         if self.audit_lines != self.elicitations {
             problems.push(format!(
                 "{} elicitations but {} audit lines",
@@ -101,12 +148,41 @@ impl LoadReport {
         problems
     }
 
-    /// Peak and last sampled memory, in MiB.
+    /// First, peak and last sampled memory, in MiB.
     pub fn rss_mib(&self) -> (f64, f64, f64) {
-        let first = self.rss_kib.first().copied().unwrap_or(0) as f64 / 1024.0;
-        let peak = self.rss_kib.iter().copied().max().unwrap_or(0) as f64 / 1024.0;
-        let last = self.rss_kib.last().copied().unwrap_or(0) as f64 / 1024.0;
-        (first, peak, last)
+        let mib = |sample: Option<&RssSample>| sample.map_or(0.0, |s| s.kib as f64 / 1024.0);
+        let peak = self.rss.iter().max_by_key(|sample| sample.kib);
+        (mib(self.rss.first()), mib(peak), mib(self.rss.last()))
+    }
+
+    /// Memory as the run progressed: for each fraction of the calls made
+    /// (0.1 = the first tenth), the median of the samples taken while the
+    /// calls answered were within 5 % of it, in MiB. Where no sample fell in
+    /// that window (a short run), the nearest sample stands in. Empty when
+    /// nothing was sampled.
+    pub fn rss_by_progress(&self, fractions: &[f64]) -> Vec<(f64, f64)> {
+        let Some(total) = self.rss.iter().map(|sample| sample.calls).max() else {
+            return Vec::new();
+        };
+        let total = total.max(1) as f64;
+        fractions
+            .iter()
+            .map(|&fraction| {
+                let near =
+                    |sample: &&RssSample| (sample.calls as f64 / total - fraction).abs() <= 0.05;
+                let mut window: Vec<u64> = self.rss.iter().filter(near).map(|s| s.kib).collect();
+                if window.is_empty() {
+                    let closest = self.rss.iter().min_by(|a, b| {
+                        let distance = |s: &RssSample| (s.calls as f64 / total - fraction).abs();
+                        distance(a).total_cmp(&distance(b))
+                    });
+                    window.extend(closest.map(|s| s.kib));
+                }
+                window.sort_unstable();
+                let median = window.get(window.len() / 2).copied().unwrap_or(0);
+                (fraction, median as f64 / 1024.0)
+            })
+            .collect()
     }
 }
 
@@ -117,6 +193,10 @@ struct Scenario {
     arguments: Value,
     elicits: bool,
     expect: &'static str,
+    /// The answer when the question is one no person may be shown: over
+    /// HTTP, with calls from several sessions in flight on its server, the
+    /// gateway cannot tell whose person to ask and declines it.
+    unshown: Option<&'static str>,
 }
 
 fn scenarios() -> Vec<Scenario> {
@@ -136,6 +216,7 @@ fn scenarios() -> Vec<Scenario> {
             arguments: json!({"params": approval}),
             elicits: true,
             expect: "\"action\":\"accept\"",
+            unshown: None,
         },
         Scenario {
             name: "guest declines (guardian)",
@@ -143,6 +224,7 @@ fn scenarios() -> Vec<Scenario> {
             arguments: json!({"branch": "main"}),
             elicits: true,
             expect: "unacceptable risk",
+            unshown: None,
         },
         Scenario {
             name: "person answers (upstream)",
@@ -150,6 +232,7 @@ fn scenarios() -> Vec<Scenario> {
             arguments: json!({}),
             elicits: true,
             expect: "hello Ada",
+            unshown: Some("[git] decline"),
         },
         Scenario {
             name: "URL allowed (allowlist)",
@@ -157,6 +240,7 @@ fn scenarios() -> Vec<Scenario> {
             arguments: json!({"url": "https://tracker.example.com/login"}),
             elicits: true,
             expect: "accept (elicitation",
+            unshown: None,
         },
         Scenario {
             name: "nested schema (-32602)",
@@ -164,6 +248,7 @@ fn scenarios() -> Vec<Scenario> {
             arguments: json!({"params": {"message": "?", "requestedSchema": {"type": "object", "properties": {"a": {"type": "object"}}}}}),
             elicits: true,
             expect: "-32602",
+            unshown: None,
         },
         Scenario {
             name: "no elicitation (echo)",
@@ -171,6 +256,7 @@ fn scenarios() -> Vec<Scenario> {
             arguments: json!({"text": "hi"}),
             elicits: false,
             expect: "[docs] hi",
+            unshown: None,
         },
     ]
 }
@@ -229,7 +315,7 @@ fn write_config(dir: &Path, options: &LoadOptions) -> anyhow::Result<PathBuf> {
          [[review.modules]]\npath = {guardian:?}\n\
          config = {{ allow = [{{ server = \"git\", tool = \"elicit_raw\" }}] }}\n\n\
          [elicitations]\naudit_log = \"audit.jsonl\"\n\n\
-         [gateway]\nmax_pending_per_session = {pending}\n",
+         [gateway]\nmax_pending_per_session = {pending}\nmax_http_sessions = {sessions}\n",
         allowlist = allowlist.display().to_string(),
         guardian = guardian.display().to_string(),
         // Every worker may have a question waiting for the person at once:
@@ -238,6 +324,9 @@ fn write_config(dir: &Path, options: &LoadOptions) -> anyhow::Result<PathBuf> {
         pending = options
             .workers
             .max(gatehouse_gateway::DEFAULT_MAX_PENDING_PER_SESSION),
+        // One session per worker; a closed session must free its slot, so a
+        // soak that opened thousands never needs more.
+        sessions = options.workers.max(1),
     );
     let path = dir.join("gatehouse.toml");
     std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
@@ -250,31 +339,228 @@ fn rss_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A started `gatehouse serve` and how workers reach it.
+enum Gateway {
+    /// The one stdio session every worker shares.
+    Stdio(RunningService<RoleClient, Person>),
+    /// `serve --listen`: the process, its URL and its bearer token.
+    Http {
+        child: tokio::process::Child,
+        url: String,
+        token: String,
+    },
+}
+
+impl Gateway {
+    async fn start(options: &LoadOptions, config: &Path) -> anyhow::Result<(Gateway, Option<u32>)> {
+        let mut command = tokio::process::Command::new(&options.gatehouse);
+        command.arg("serve").arg("--config").arg(config);
+        command.env("RUST_LOG", "error");
+        match options.transport {
+            Transport::Stdio => {
+                let transport =
+                    TokioChildProcess::new(command).context("starting gatehouse serve")?;
+                let pid = transport.id();
+                let client = tokio::time::timeout(Duration::from_secs(60), Person.serve(transport))
+                    .await
+                    .context("gatehouse did not initialize in 60 s")?
+                    .context("initialize")?;
+                Ok((Gateway::Stdio(client), pid))
+            }
+            Transport::Http { .. } => {
+                command
+                    .args(["--listen", "127.0.0.1:0"])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .kill_on_drop(true);
+                let mut child = command
+                    .spawn()
+                    .context("starting gatehouse serve --listen")?;
+                let pid = child.id();
+                let stdout = child.stdout.take().context("serve's stdout")?;
+                let mut lines = tokio::io::BufReader::new(stdout).lines();
+                // A wrapper (heaptrack, perf) may print its own lines first.
+                let listening = async {
+                    while let Some(line) = lines.next_line().await? {
+                        if let Some(url) = line.strip_prefix("listening on ") {
+                            return Ok(Some(url.to_owned()));
+                        }
+                    }
+                    Ok::<_, std::io::Error>(None)
+                };
+                let url = tokio::time::timeout(Duration::from_secs(60), listening)
+                    .await
+                    .context("gatehouse did not listen in 60 s")?
+                    .context("reading serve's stdout")?
+                    .context("serve ended without printing `listening on`")?;
+                // Keep reading, so that serve never blocks on a full pipe.
+                tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+                let token_file = config.with_file_name(".gatehouse/token");
+                let token = std::fs::read_to_string(&token_file)
+                    .with_context(|| format!("reading {}", token_file.display()))?;
+                Ok((Gateway::Http { child, url, token }, pid))
+            }
+        }
+    }
+}
+
+/// Opens one streamable HTTP session as the person.
+async fn open_session(
+    url: &str,
+    token: &str,
+) -> anyhow::Result<RunningService<RoleClient, Person>> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
+    );
+    tokio::time::timeout(Duration::from_secs(60), Person.serve(transport))
+        .await
+        .context("the session did not initialize in 60 s")?
+        .context("initialize over HTTP")
+}
+
+/// Hands out calls until the time or the call budget is spent, and counts
+/// the answered ones for the memory sampler.
+struct Budget {
+    deadline: Instant,
+    max_calls: u64,
+    started: AtomicU64,
+    answered: AtomicU64,
+    sessions: AtomicU64,
+}
+
+impl Budget {
+    /// Whether one more call may start.
+    fn take(&self) -> bool {
+        Instant::now() < self.deadline
+            && self.started.fetch_add(1, Ordering::SeqCst) < self.max_calls
+    }
+}
+
+/// One call of `scenario`; the answer's text, or why it failed.
+async fn call(peer: &rmcp::Peer<RoleClient>, scenario: &Scenario) -> String {
+    let params = CallToolRequestParams::new(scenario.tool)
+        .with_arguments(scenario.arguments.as_object().cloned().unwrap_or_default());
+    match peer.call_tool(params).await {
+        Ok(result) => serde_json::to_value(&result)
+            .ok()
+            .and_then(|value| value["content"][0]["text"].as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        Err(error) => format!("call failed: {error}"),
+    }
+}
+
+/// How one call was answered.
+enum Outcome {
+    Expected,
+    /// Declined unshown where the mix allows it (see [`Scenario::unshown`]).
+    Unshown,
+    /// Anything else, with the answer's text.
+    Unexpected(String),
+}
+
+/// Calls made by one worker: scenario index and outcome.
+type Seen = Vec<(usize, Outcome)>;
+
+/// One worker: calls through `peer` (stdio) or through sessions of its own
+/// (HTTP) until the budget is spent.
+async fn work(
+    worker: usize,
+    workers: usize,
+    gateway: WorkerGateway,
+    scenarios: Arc<Vec<Scenario>>,
+    budget: Arc<Budget>,
+) -> anyhow::Result<Seen> {
+    let mut seen = Seen::new();
+    let mut next = worker;
+    // Over HTTP with more than one worker, sessions share the servers.
+    let shared = matches!(gateway, WorkerGateway::Own { .. }) && workers > 1;
+    let one = |seen: &mut Seen, text: String, index: usize| {
+        let scenario = &scenarios[index];
+        let outcome = if text.contains(scenario.expect) {
+            Outcome::Expected
+        } else if shared
+            && scenario
+                .unshown
+                .is_some_and(|unshown| text.contains(unshown))
+        {
+            Outcome::Unshown
+        } else {
+            Outcome::Unexpected(text)
+        };
+        seen.push((index, outcome));
+        budget.answered.fetch_add(1, Ordering::SeqCst);
+    };
+    match gateway {
+        WorkerGateway::Shared(peer) => {
+            while budget.take() {
+                let index = next % scenarios.len();
+                next += 1;
+                let text = call(&peer, &scenarios[index]).await;
+                one(&mut seen, text, index);
+            }
+        }
+        WorkerGateway::Own {
+            url,
+            token,
+            calls_per_session,
+        } => {
+            let mut more = budget.take();
+            while more {
+                let session = open_session(&url, &token).await?;
+                budget.sessions.fetch_add(1, Ordering::SeqCst);
+                let mut made = 0;
+                while more && calls_per_session.is_none_or(|limit| made < limit) {
+                    let index = next % scenarios.len();
+                    next += 1;
+                    made += 1;
+                    let text = call(session.peer(), &scenarios[index]).await;
+                    one(&mut seen, text, index);
+                    more = budget.take();
+                }
+                session.cancel().await.context("closing an HTTP session")?;
+            }
+        }
+    }
+    Ok(seen)
+}
+
+/// What a worker is given to reach the gateway.
+enum WorkerGateway {
+    /// The shared stdio session.
+    Shared(rmcp::Peer<RoleClient>),
+    /// Sessions of its own over HTTP.
+    Own {
+        url: String,
+        token: String,
+        calls_per_session: Option<u64>,
+    },
+}
+
 /// Runs the load and audits it. An `Err` means the harness could not run;
 /// a run that lost or doubled answers returns a report whose
 /// [`LoadReport::problems`] say so.
 pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
     let dir = tempfile::tempdir().context("a scratch directory")?;
     let config = write_config(dir.path(), options)?;
-    let mut command = tokio::process::Command::new(&options.gatehouse);
-    command.arg("serve").arg("--config").arg(&config);
-    command.env("RUST_LOG", "error");
-    let transport = TokioChildProcess::new(command).context("starting gatehouse serve")?;
-    let pid = transport.id();
-    let client = tokio::time::timeout(Duration::from_secs(60), Person.serve(transport))
-        .await
-        .context("gatehouse did not initialize in 60 s")?
-        .context("initialize")?;
-    let client = Arc::new(client);
+    let (gateway, pid) = Gateway::start(options, &config).await?;
 
+    let started = Instant::now();
+    let budget = Arc::new(Budget {
+        deadline: started + options.duration,
+        max_calls: options.max_calls.unwrap_or(u64::MAX),
+        started: AtomicU64::new(0),
+        answered: AtomicU64::new(0),
+        sessions: AtomicU64::new(0),
+    });
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = pid.map(|pid| {
-        let stop = stop.clone();
+        let (stop, budget) = (stop.clone(), budget.clone());
         std::thread::spawn(move || {
             let mut samples = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 if let Some(kib) = rss_kib(pid) {
-                    samples.push(kib);
+                    let calls = budget.answered.load(Ordering::SeqCst);
+                    samples.push(RssSample { calls, kib });
                 }
                 std::thread::sleep(Duration::from_millis(250));
             }
@@ -283,36 +569,30 @@ pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
     });
 
     let scenarios = Arc::new(scenarios());
-    let started = Instant::now();
-    let deadline = started + options.duration;
     let mut workers = Vec::new();
     for worker in 0..options.workers.max(1) {
-        let (client, scenarios) = (client.clone(), scenarios.clone());
-        workers.push(tokio::spawn(async move {
-            let mut seen: Vec<(usize, bool, String)> = Vec::new();
-            let mut next = worker;
-            while Instant::now() < deadline {
-                let index = next % scenarios.len();
-                next += 1;
-                let scenario = &scenarios[index];
-                let params = CallToolRequestParams::new(scenario.tool)
-                    .with_arguments(scenario.arguments.as_object().cloned().unwrap_or_default());
-                let text = match client.call_tool(params).await {
-                    Ok(result) => serde_json::to_value(&result)
-                        .ok()
-                        .and_then(|value| value["content"][0]["text"].as_str().map(str::to_owned))
-                        .unwrap_or_default(),
-                    Err(error) => format!("call failed: {error}"),
-                };
-                let expected = text.contains(scenario.expect);
-                seen.push((index, expected, text));
+        let reach = match (&gateway, options.transport) {
+            (Gateway::Stdio(client), _) => WorkerGateway::Shared(client.peer().clone()),
+            (Gateway::Http { url, token, .. }, Transport::Http { calls_per_session }) => {
+                WorkerGateway::Own {
+                    url: url.clone(),
+                    token: token.clone(),
+                    calls_per_session,
+                }
             }
-            seen
-        }));
+            (Gateway::Http { .. }, Transport::Stdio) => bail!("an HTTP gateway for a stdio run"),
+        };
+        workers.push(tokio::spawn(work(
+            worker,
+            options.workers.max(1),
+            reach,
+            scenarios.clone(),
+            budget.clone(),
+        )));
     }
     let mut report = LoadReport::default();
     for worker in workers {
-        for (index, expected, text) in worker.await.context("a worker panicked")? {
+        for (index, outcome) in worker.await.context("a worker panicked")?? {
             let scenario = &scenarios[index];
             report.calls += 1;
             if scenario.elicits {
@@ -322,26 +602,36 @@ pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
                 .scenarios
                 .entry(scenario.name.to_owned())
                 .or_default();
-            if expected {
-                count.expected += 1;
-            } else {
-                count.unexpected += 1;
-                count.example.get_or_insert(text);
+            match outcome {
+                Outcome::Expected => count.expected += 1,
+                Outcome::Unshown => count.unshown += 1,
+                Outcome::Unexpected(text) => {
+                    count.unexpected += 1;
+                    count.example.get_or_insert(text);
+                }
             }
         }
     }
     report.seconds = started.elapsed().as_secs_f64();
     report.elicitations_per_second = report.elicitations as f64 / report.seconds.max(1e-9);
+    report.sessions = budget.sessions.load(Ordering::SeqCst);
 
     // Every answer is audited before it is sent, so the log is complete now.
-    let client =
-        Arc::try_unwrap(client).map_err(|_| anyhow::anyhow!("a worker still holds the client"))?;
-    client.cancel().await.context("closing the session")?;
     stop.store(true, Ordering::SeqCst);
     if let Some(sampler) = sampler {
-        report.rss_kib = sampler
+        report.rss = sampler
             .join()
             .map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
+    }
+    match gateway {
+        Gateway::Stdio(client) => {
+            report.sessions = 1;
+            client.cancel().await.context("closing the session")?;
+        }
+        Gateway::Http { mut child, .. } => {
+            child.start_kill().context("stopping gatehouse serve")?;
+            child.wait().await.context("waiting for gatehouse serve")?;
+        }
     }
     let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap_or_default();
     let mut ids = HashSet::new();
@@ -387,6 +677,8 @@ mod tests {
                 guests: guests.clone(),
                 duration: Duration::from_secs(1),
                 workers,
+                max_calls: None,
+                transport: Transport::Stdio,
             };
             let path = write_config(dir.path(), &options).expect("config");
             let config = gatehouse_gateway::config::Config::load(&path).expect("a valid config");

@@ -62,6 +62,29 @@ pub struct Gateway {
     /// Cancelled when gatehouse stops ([`Gateway::stop_calls`]): every
     /// session's calls stop, their servers told.
     stopping: tokio_util::sync::CancellationToken,
+    /// This session's lifetime: cancelled when the last handle on its
+    /// gateway is dropped, which rmcp does when the session's service ends
+    /// (the client closed it, its transport ended, or it was idle too
+    /// long). What was started for the session (the catalog change notices
+    /// of [`ServerHandler::on_initialized`]) ends with it.
+    ended: SessionEnded,
+}
+
+/// A token cancelled when the last clone of it is dropped.
+#[derive(Clone)]
+struct SessionEnded {
+    token: tokio_util::sync::CancellationToken,
+    _guard: Arc<tokio_util::sync::DropGuard>,
+}
+
+impl SessionEnded {
+    fn new() -> Self {
+        let token = tokio_util::sync::CancellationToken::new();
+        SessionEnded {
+            _guard: Arc::new(token.clone().drop_guard()),
+            token,
+        }
+    }
 }
 
 impl Gateway {
@@ -82,6 +105,7 @@ impl Gateway {
             over_http: false,
             gone: tokio_util::sync::CancellationToken::new(),
             stopping: tokio_util::sync::CancellationToken::new(),
+            ended: SessionEnded::new(),
         }
     }
 
@@ -98,6 +122,7 @@ impl Gateway {
         Gateway {
             session: SessionId::next(),
             gone: tokio_util::sync::CancellationToken::new(),
+            ended: SessionEnded::new(),
             ..self.clone()
         }
     }
@@ -387,14 +412,24 @@ impl ServerHandler for Gateway {
         self.upstream.connect(self.session, context.peer.clone());
         let changes = self.catalog_changes();
         let peer = context.peer;
-        tokio::spawn(tell_changes(changes, move || {
+        let told = tell_changes(changes, move || {
             let peer = peer.clone();
             async move {
                 peer.notify_tool_list_changed().await.is_ok()
                     && peer.notify_resource_list_changed().await.is_ok()
                     && peer.notify_prompt_list_changed().await.is_ok()
             }
-        }));
+        });
+        // Until the session ends: a task left waiting for the next change
+        // would keep the session's peer (its channel) alive, a few KiB for
+        // every session ever opened.
+        let ended = self.ended.token.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = ended.cancelled() => {}
+                () = told => {}
+            }
+        });
     }
 
     /// A 2026-07-28 client hears of catalog changes on a
