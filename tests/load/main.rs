@@ -40,7 +40,7 @@ struct Args {
     http: bool,
     /// With `--http`: close each session after this many calls and open a
     /// new one.
-    #[arg(long, requires = "http")]
+    #[arg(long, requires = "http", value_parser = clap::value_parser!(u64).range(1..))]
     calls_per_session: Option<u64>,
     /// The gatehouse binary (default: beside this one).
     #[arg(long)]

@@ -540,6 +540,12 @@ enum WorkerGateway {
 /// a run that lost or doubled answers returns a report whose
 /// [`LoadReport::problems`] say so.
 pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
+    if let Transport::Http {
+        calls_per_session: Some(0),
+    } = options.transport
+    {
+        bail!("a session must make at least one call (calls_per_session = 0)");
+    }
     let dir = tempfile::tempdir().context("a scratch directory")?;
     let config = write_config(dir.path(), options)?;
     let (gateway, pid) = Gateway::start(options, &config).await?;
@@ -590,9 +596,18 @@ pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
             budget.clone(),
         )));
     }
-    let mut report = LoadReport::default();
+    // Every worker is waited for before any failure is returned, and the
+    // sampler is stopped either way.
+    let mut finished = Vec::new();
     for worker in workers {
-        for (index, outcome) in worker.await.context("a worker panicked")?? {
+        finished.push(worker.await);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    let rss = sampler.map(|sampler| sampler.join());
+    let mut report = LoadReport::default();
+    for worker in finished {
+        for (index, outcome) in worker.context("a worker panicked")?? {
             let scenario = &scenarios[index];
             report.calls += 1;
             if scenario.elicits {
@@ -612,16 +627,13 @@ pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
             }
         }
     }
-    report.seconds = started.elapsed().as_secs_f64();
+    report.seconds = seconds;
     report.elicitations_per_second = report.elicitations as f64 / report.seconds.max(1e-9);
     report.sessions = budget.sessions.load(Ordering::SeqCst);
 
     // Every answer is audited before it is sent, so the log is complete now.
-    stop.store(true, Ordering::SeqCst);
-    if let Some(sampler) = sampler {
-        report.rss = sampler
-            .join()
-            .map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
+    if let Some(rss) = rss {
+        report.rss = rss.map_err(|_| anyhow::anyhow!("the sampler panicked"))?;
     }
     match gateway {
         Gateway::Stdio(client) => {

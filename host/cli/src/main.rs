@@ -24,15 +24,16 @@ fn main() -> ExitCode {
 }
 
 /// `error` and its causes, joined by `: `, each said once: many errors
-/// already quote their source in their own message (`cannot read the
-/// config: No such file…`), and the chain would repeat it.
+/// already end their own message with their source's (`cannot read the
+/// config: No such file…`), and the chain would repeat it. A cause is left
+/// out only when the text so far ends with `: ` and that cause's message.
 fn chain_text(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let cause = cause.to_string();
         if text.is_empty() {
             text = cause;
-        } else if !text.ends_with(&cause) {
+        } else if !text.ends_with(&format!(": {cause}")) {
             text.push_str(": ");
             text.push_str(&cause);
         }
@@ -67,6 +68,19 @@ mod tests {
             chain_text(&error),
             "gatehouse.toml: cannot read the config: no such file"
         );
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the model's reply timed out")]
+    struct EndsAlike {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_is_dropped_only_when_quoted_after_a_colon() {
+        let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out");
+        let error = anyhow::Error::new(EndsAlike { source: timed_out });
+        assert_eq!(chain_text(&error), "the model's reply timed out: timed out");
     }
 
     #[test]

@@ -63,10 +63,12 @@ pub struct Gateway {
     /// session's calls stop, their servers told.
     stopping: tokio_util::sync::CancellationToken,
     /// This session's lifetime: cancelled when the last handle on its
-    /// gateway is dropped, which rmcp does when the session's service ends
-    /// (the client closed it, its transport ended, or it was idle too
-    /// long). What was started for the session (the catalog change notices
-    /// of [`ServerHandler::on_initialized`]) ends with it.
+    /// gateway is dropped. For an HTTP session (one gateway per session,
+    /// [`Gateway::for_new_http_session`]) that is when rmcp ends its service:
+    /// the client closed it, its transport ended, or it was idle too long.
+    /// The stdio session's gateway lives as long as `gatehouse serve`. What
+    /// was started for the session (the catalog change notices of
+    /// [`ServerHandler::on_initialized`]) ends with it.
     ended: SessionEnded,
 }
 
