@@ -348,6 +348,7 @@ enum Gateway {
         child: tokio::process::Child,
         url: String,
         token: String,
+        calls_per_session: Option<u64>,
     },
 }
 
@@ -367,7 +368,7 @@ impl Gateway {
                     .context("initialize")?;
                 Ok((Gateway::Stdio(client), pid))
             }
-            Transport::Http { .. } => {
+            Transport::Http { calls_per_session } => {
                 command
                     .args(["--listen", "127.0.0.1:0"])
                     .stdin(std::process::Stdio::null())
@@ -398,7 +399,13 @@ impl Gateway {
                 let token_file = config.with_file_name(".gatehouse/token");
                 let token = std::fs::read_to_string(&token_file)
                     .with_context(|| format!("reading {}", token_file.display()))?;
-                Ok((Gateway::Http { child, url, token }, pid))
+                let gateway = Gateway::Http {
+                    child,
+                    url,
+                    token,
+                    calls_per_session,
+                };
+                Ok((gateway, pid))
             }
         }
     }
@@ -577,16 +584,18 @@ pub async fn run(options: &LoadOptions) -> anyhow::Result<LoadReport> {
     let scenarios = Arc::new(scenarios());
     let mut workers = Vec::new();
     for worker in 0..options.workers.max(1) {
-        let reach = match (&gateway, options.transport) {
-            (Gateway::Stdio(client), _) => WorkerGateway::Shared(client.peer().clone()),
-            (Gateway::Http { url, token, .. }, Transport::Http { calls_per_session }) => {
-                WorkerGateway::Own {
-                    url: url.clone(),
-                    token: token.clone(),
-                    calls_per_session,
-                }
-            }
-            (Gateway::Http { .. }, Transport::Stdio) => bail!("an HTTP gateway for a stdio run"),
+        let reach = match &gateway {
+            Gateway::Stdio(client) => WorkerGateway::Shared(client.peer().clone()),
+            Gateway::Http {
+                url,
+                token,
+                calls_per_session,
+                ..
+            } => WorkerGateway::Own {
+                url: url.clone(),
+                token: token.clone(),
+                calls_per_session: *calls_per_session,
+            },
         };
         workers.push(tokio::spawn(work(
             worker,
