@@ -941,7 +941,17 @@ async fn sigkills_while_large_records_are_written_lose_no_accept_the_server_rece
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let (gatehouse, _) = starts(dir.path(), "git")[round as usize];
-        tokio::time::sleep(Duration::from_millis(400 + 70 * round)).await;
+        // Killed once an accept has come back (however loaded the machine),
+        // then a little later each round, so that the kill lands at a
+        // different point of the records being written.
+        while accepted.load(Ordering::SeqCst) == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no accept came back in round {round}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(70 * round)).await;
         crate::clients::signal(gatehouse, "KILL");
         for caller in callers {
             let _ = tokio::time::timeout(Duration::from_secs(30), caller).await;
