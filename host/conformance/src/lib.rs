@@ -71,7 +71,7 @@ use gatehouse_core::outcome::Outcome;
 use gatehouse_core::request::ReviewRequest;
 use gatehouse_core::sandbox::{
     Limits, MAX_MODEL_CALLS_PER_REVIEW, ModuleLimits, ModuleReport, ReviewerModule, Sandbox,
-    SandboxError, WasiPolicy,
+    SandboxBuilder, SandboxError, WasiPolicy,
 };
 
 /// The guardian behaviour, as shipped with the host.
@@ -159,7 +159,7 @@ impl Kit {
     /// runs twice, once for each of its sandboxes:
     /// [`with_compile_cache`](Self::with_compile_cache) compiles it once.
     pub fn new(limits: Limits) -> Result<Kit, SandboxError> {
-        Kit::build(limits, None)
+        Kit::from_builder(Sandbox::builder().limits(limits))
     }
 
     /// A kit whose reviews run under `limits`, compiling through the
@@ -167,27 +167,33 @@ impl Kit {
     /// its sandboxes, and a host's sandbox with the same limits and cache,
     /// share one compilation of a module. For a module of many megabytes (a
     /// language runtime) that is seconds per load.
-    ///
-    /// [`SandboxBuilder::compile_cache`]: gatehouse_core::sandbox::SandboxBuilder::compile_cache
     pub fn with_compile_cache(
         limits: Limits,
         dir: impl Into<PathBuf>,
     ) -> Result<Kit, SandboxError> {
-        Kit::build(limits, Some(dir.into()))
+        Kit::from_builder(Sandbox::builder().limits(limits).compile_cache(dir))
     }
 
-    fn build(limits: Limits, cache: Option<PathBuf>) -> Result<Kit, SandboxError> {
-        let sandbox = |wasi| {
-            let builder = Sandbox::builder().limits(limits.clone()).wasi(wasi);
-            match &cache {
-                Some(dir) => builder.compile_cache(dir.clone()),
-                None => builder,
-            }
-            .build()
-        };
+    /// A kit whose two sandboxes are built as `builder` says (limits,
+    /// compile cache and its bound); the kit sets their WASI policies.
+    ///
+    /// ```
+    /// use gatehouse_conformance::Kit;
+    /// use gatehouse_core::sandbox::{Limits, Sandbox};
+    ///
+    /// let cache = std::env::temp_dir().join("gatehouse-doc-kit-cache");
+    /// let kit = Kit::from_builder(
+    ///     Sandbox::builder()
+    ///         .limits(Limits::default())
+    ///         .compile_cache(cache)
+    ///         .compile_cache_max_bytes(1 << 30),
+    /// )?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_builder(builder: SandboxBuilder) -> Result<Kit, SandboxError> {
         Ok(Kit {
-            closed: sandbox(WasiPolicy::Closed)?,
-            denied: sandbox(WasiPolicy::Deny)?,
+            closed: builder.clone().wasi(WasiPolicy::Closed).build()?,
+            denied: builder.wasi(WasiPolicy::Deny).build()?,
             module_config: "{}".to_owned(),
             module_limits: ModuleLimits::default(),
             model: ModelScript::default(),

@@ -3,7 +3,6 @@
 //! as a reviewer.
 
 use serde::Serialize;
-use wasmtime::component::Component;
 
 use crate::contract::{self, REVIEW_INTERFACE, split_versioned};
 use crate::sandbox::{LoadError, ModuleInfo, ModuleLimits, Sandbox};
@@ -80,11 +79,10 @@ pub fn inspect_with(
     bytes: &[u8],
     limits: &ModuleLimits,
 ) -> Result<Inspection, LoadError> {
-    let component =
-        Component::new(sandbox.engine(), bytes).map_err(|error| LoadError::Compile {
-            module: source.to_owned(),
-            detail: format!("{error:#}"),
-        })?;
+    let component = sandbox.compile(bytes).map_err(|error| LoadError::Compile {
+        module: source.to_owned(),
+        detail: format!("{error:#}"),
+    })?;
     let ty = component.component_type();
     let imports: Vec<String> = ty
         .imports(sandbox.engine())

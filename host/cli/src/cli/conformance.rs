@@ -44,6 +44,8 @@ pub struct ConformanceArgs {
     /// give them: prove it as it will run.
     #[command(flatten)]
     limits: super::module_limits::ModuleLimitsArgs,
+    #[command(flatten)]
+    compile_cache: super::authoring_cache::AuthoringCacheArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: FormatArg,
@@ -83,15 +85,23 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
                 .display()
         );
     }
-    // The kit's two sandboxes share one compilation through a private cache
-    // that lives as long as this run: half the time for a large module.
-    let cache = tempfile::Builder::new()
-        .prefix("gatehouse-conformance-")
-        .tempdir()
-        .context("cannot create a temporary directory for compiled modules")?;
-    let mut kit =
-        Kit::with_compile_cache(args.limits.sandbox_limits(), cache.path().join("compiled"))?
-            .with_module_limits(args.limits.to_module_limits());
+    // The kit's two sandboxes share one compilation: through the author's
+    // cache, which `inspect` and later runs on the same build share too, or
+    // (--no-compile-cache) a private one that lives as long as this run.
+    let builder = gatehouse_core::sandbox::Sandbox::builder().limits(args.limits.sandbox_limits());
+    let mut _run_cache = None;
+    let builder = if args.compile_cache.dir().is_some() {
+        args.compile_cache.apply(builder)
+    } else {
+        let cache = tempfile::Builder::new()
+            .prefix("gatehouse-conformance-")
+            .tempdir()
+            .context("cannot create a temporary directory for compiled modules")?;
+        let builder = builder.compile_cache(cache.path().join("compiled"));
+        _run_cache = Some(cache);
+        builder
+    };
+    let mut kit = Kit::from_builder(builder)?.with_module_limits(args.limits.to_module_limits());
     if let Some(config) = &args.module_config {
         kit = kit.with_module_config(super::review::module_config(config)?);
     }

@@ -21,6 +21,8 @@ pub struct InspectArgs {
     /// give them: `describe()` runs under them.
     #[command(flatten)]
     limits: super::module_limits::ModuleLimitsArgs,
+    #[command(flatten)]
+    compile_cache: super::authoring_cache::AuthoringCacheArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -29,7 +31,10 @@ pub struct InspectArgs {
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(&args.module)
         .with_context(|| format!("{}: cannot read the module", args.module.display()))?;
-    let sandbox = Sandbox::new(args.limits.sandbox_limits())?;
+    let sandbox = args
+        .compile_cache
+        .apply(Sandbox::builder().limits(args.limits.sandbox_limits()))
+        .build()?;
     let report = inspect_with(
         &sandbox,
         &args.module.display().to_string(),
@@ -41,13 +46,31 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             "{}",
             gatehouse_core::escape::to_json_string_pretty(&report)?
         ),
-        Format::Text => print_text(&report),
+        Format::Text => {
+            print_text(&report);
+            print_compiled(&sandbox);
+        }
     }
     Ok(if report.reviewer.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Prints how the module was compiled: taken from the compile cache,
+/// compiled and stored there, or compiled in memory.
+fn print_compiled(sandbox: &Sandbox) {
+    let counts = sandbox.compile_counts();
+    let dir = sandbox
+        .compile_cache_dir()
+        .map(|dir| Escaped(&dir.display().to_string()).to_string());
+    match dir {
+        Some(dir) if counts.compiled > 0 => println!("compiled  now, and kept in {dir}"),
+        Some(dir) if counts.hits > 0 => println!("compiled  taken from the compile cache {dir}"),
+        _ if counts.in_memory > 0 => println!("compiled  now, in memory (no compile cache)"),
+        _ => {}
+    }
 }
 
 /// Prints the report for people. What `describe()` returned and the

@@ -2,6 +2,7 @@
 //! returns the process exit code; errors are reported by `main`.
 
 mod audit;
+mod authoring_cache;
 mod bench;
 mod conformance;
 mod console;

@@ -20,6 +20,7 @@ mod paths;
 mod tool_result;
 
 mod audit;
+mod authoring_cache;
 mod calls_in_flight;
 mod cli;
 mod client_lifecycle;

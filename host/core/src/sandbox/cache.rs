@@ -30,6 +30,9 @@ const TAG_LEN: usize = 32;
 /// The length of an artifact file's header: [`MAGIC`], then the tag.
 const HEADER_LEN: usize = MAGIC.len() + TAG_LEN;
 
+/// How every artifact file's name ends.
+const ARTIFACT_SUFFIX: &str = ".cwasm";
+
 /// The length of the key, in bytes.
 const KEY_LEN: usize = 32;
 
@@ -119,6 +122,9 @@ pub(crate) struct CompileCache {
     dir: PathBuf,
     /// HMAC-SHA256, keyed with the host's key.
     mac: HmacSha256,
+    /// The most bytes the artifacts may take in all, if bounded
+    /// ([`CompileCache::prune`]).
+    max_bytes: Option<u64>,
 }
 
 /// A cached artifact whose tag verified.
@@ -139,7 +145,9 @@ impl CompileCache {
     /// 0700 with any missing parents, tightened to 0700 if loose, refused if
     /// it or a `.gatehouse` above it is a symbolic link or another user's),
     /// and reads the key beside it (`<dir>.key`), creating it on first use.
-    pub(crate) fn open(dir: PathBuf) -> Result<CompileCache, CacheError> {
+    /// With `max_bytes`, storing an artifact removes the least recently used
+    /// others until all fit ([`CompileCache::prune`]).
+    pub(crate) fn open(dir: PathBuf, max_bytes: Option<u64>) -> Result<CompileCache, CacheError> {
         if !cfg!(unix) {
             return Err(CacheError::Unsupported(dir));
         }
@@ -169,7 +177,11 @@ impl CompileCache {
             path: key_path,
             problem: Problem::KeyLength(key.len() as u64),
         })?;
-        Ok(CompileCache { dir, mac })
+        Ok(CompileCache {
+            dir,
+            mac,
+            max_bytes,
+        })
     }
 
     /// The directory holding the artifacts.
@@ -215,16 +227,73 @@ impl CompileCache {
     /// Stores `artifact`, compiled from the module with sha256 `digest` by an
     /// engine with compatibility hash `engine`, with its tag: written to a
     /// new private file, then renamed over whatever was at its name.
+    /// In a bounded cache, the least recently used others then go until all
+    /// fit ([`CompileCache::prune`]).
     pub(crate) fn put(&self, digest: &str, engine: u64, artifact: &[u8]) -> Result<(), CacheError> {
         let path = self.artifact_path(digest, engine);
         let tag = self.tag(digest, engine, artifact).finalize().into_bytes();
         private_fs::replace(&path, &[MAGIC, tag.as_slice(), artifact], false)
-            .map_err(|error| io_error(error, "store the compiled module"))
+            .map_err(|error| io_error(error, "store the compiled module"))?;
+        if let Some(max_bytes) = self.max_bytes {
+            self.prune(max_bytes, &path);
+        }
+        Ok(())
+    }
+
+    /// Removes artifacts, least recently used first (by modification time,
+    /// which [`CompileCache::get`] renews on every hit in a bounded cache),
+    /// until those left take at most `max_bytes`, never `keep` (the one just
+    /// stored, which may alone be larger). Only regular files named as
+    /// artifacts are counted or removed; a symbolic link or anything else in
+    /// the directory is left alone (and never loaded). Best effort: an entry
+    /// that cannot be read or removed is skipped.
+    fn prune(&self, max_bytes: u64, keep: &Path) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut artifacts: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+            .filter_map(Result::ok)
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| name.ends_with(ARTIFACT_SUFFIX))
+            })
+            .filter_map(|entry| {
+                // `DirEntry::metadata` does not follow a symbolic link.
+                let metadata = entry.metadata().ok()?;
+                let modified = metadata.modified().ok()?;
+                metadata
+                    .file_type()
+                    .is_file()
+                    .then(|| (modified, metadata.len(), entry.path()))
+            })
+            .collect();
+        let mut total: u64 = artifacts.iter().map(|(_, len, _)| *len).sum();
+        artifacts.sort();
+        for (_, len, path) in artifacts {
+            if total <= max_bytes {
+                break;
+            }
+            if path == keep {
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::debug!(path = %path.display(), "removed a least recently used compiled module from the bounded compile cache");
+                    total = total.saturating_sub(len);
+                }
+                Err(error) => {
+                    tracing::debug!(path = %path.display(), "cannot remove a compiled module from the bounded compile cache: {error}")
+                }
+            }
+        }
     }
 
     /// Where the artifact of `digest` for `engine` lives.
     fn artifact_path(&self, digest: &str, engine: u64) -> PathBuf {
-        self.dir.join(format!("{digest}-{engine:016x}.cwasm"))
+        self.dir
+            .join(format!("{digest}-{engine:016x}{ARTIFACT_SUFFIX}"))
     }
 
     /// The MAC over an artifact and the name it is stored under.
@@ -250,14 +319,20 @@ impl CompileCache {
             path: path.to_path_buf(),
             problem,
         };
-        let file = match private_fs::read(path, u64::MAX) {
-            Ok(file) => file,
+        let mut opened = match private_fs::open_read(path) {
+            Ok(opened) => opened,
             Err(error) if error.is_not_found() => return Ok(None),
             Err(PrivateError::Refused { refusal, .. }) => {
                 return Err(refuse(Problem::Private(refusal)));
             }
             Err(error) => return Err(io_error(error, "read the cached compiled module")),
         };
+        let mut file = Vec::new();
+        std::io::Read::read_to_end(&mut opened, &mut file).map_err(|source| CacheError::Io {
+            path: path.to_path_buf(),
+            action: "read the cached compiled module",
+            source,
+        })?;
         let (Some(header), Some(artifact)) = (file.get(..HEADER_LEN), file.get(HEADER_LEN..))
         else {
             return Err(refuse(Problem::NoHeader));
@@ -269,6 +344,11 @@ impl CompileCache {
         self.tag(digest, engine, artifact)
             .verify_slice(tag)
             .map_err(|_| refuse(Problem::BadTag))?;
+        if self.max_bytes.is_some() {
+            // Used now: the last to go when the cache is pruned. Best effort
+            // (the owner may set a file's times without writing to it).
+            let _ = opened.set_modified(std::time::SystemTime::now());
+        }
         Ok(Some(Artifact { file }))
     }
 }
@@ -472,7 +552,7 @@ mod tests {
         const CHILD: &str = "GATEHOUSE_CACHE_EMFILE_CHILD";
         let digest = "d".repeat(64);
         if let Some(dir) = std::env::var_os(CHILD) {
-            let cache = CompileCache::open(PathBuf::from(dir)).expect("open");
+            let cache = CompileCache::open(PathBuf::from(dir), None).expect("open");
             cache.put(&digest, 7, b"compiled").expect("put");
             let mut held = Vec::new();
             while let Ok(file) = std::fs::File::open("/dev/null") {
@@ -517,19 +597,21 @@ mod tests {
 
         let dir = tempfile::tempdir().expect("tempdir");
         let cache = dir.path().join("cache");
-        CompileCache::open(cache.clone()).expect("open");
+        CompileCache::open(cache.clone(), None).expect("open");
         let key = dir.path().join("cache.key");
         let mode = std::fs::metadata(&key).expect("key").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let first = std::fs::read(&key).expect("read key");
         assert_eq!(first.len(), KEY_LEN);
         // Opening again reuses the key.
-        CompileCache::open(cache.clone()).expect("reopen");
+        CompileCache::open(cache.clone(), None).expect("reopen");
         assert_eq!(std::fs::read(&key).expect("read key"), first);
 
         // A key others can read is refused.
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let error = CompileCache::open(cache.clone()).err().expect("refused");
+        let error = CompileCache::open(cache.clone(), None)
+            .err()
+            .expect("refused");
         assert!(
             matches!(
                 error,
@@ -548,7 +630,7 @@ mod tests {
         std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600))
             .expect("chmod");
         std::os::unix::fs::symlink(&elsewhere, &key).expect("symlink");
-        let error = CompileCache::open(cache).err().expect("refused");
+        let error = CompileCache::open(cache, None).err().expect("refused");
         assert!(
             matches!(
                 error,
@@ -571,5 +653,79 @@ mod tests {
             key_path(Path::new("/a/compiled/")).ok(),
             Some(PathBuf::from("/a/compiled.key"))
         );
+    }
+
+    /// Sets the modification time of `path` to `seconds_ago` seconds ago.
+    #[cfg(unix)]
+    fn age(path: &Path, seconds_ago: u64) {
+        let when = std::time::SystemTime::now() - std::time::Duration::from_secs(seconds_ago);
+        std::fs::File::open(path)
+            .and_then(|file| file.set_modified(when))
+            .expect("set the time");
+    }
+
+    /// A bounded cache removes the least recently used artifact first, and
+    /// a hit is a use: the artifact read most recently survives the one
+    /// stored after it.
+    #[cfg(unix)]
+    #[test]
+    fn a_bounded_cache_removes_the_least_recently_used_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let compiled = dir.path().join("compiled");
+        let payload = [7u8; 100];
+        let each = (HEADER_LEN + payload.len()) as u64;
+        let cache = CompileCache::open(compiled.clone(), Some(2 * each + 10)).expect("open");
+        let [a, b, c] = ["a", "b", "c"].map(|name| name.repeat(64));
+        cache.put(&a, 1, &payload).expect("put a");
+        cache.put(&b, 1, &payload).expect("put b");
+        age(&cache.artifact_path(&a, 1), 20);
+        age(&cache.artifact_path(&b, 1), 10);
+        // `a` is the older store, but read now.
+        assert!(cache.get(&a, 1).is_some(), "a is cached");
+        cache.put(&c, 1, &payload).expect("put c");
+        assert!(cache.artifact_path(&a, 1).is_file(), "a was just used");
+        assert!(
+            !cache.artifact_path(&b, 1).exists(),
+            "b was used least recently"
+        );
+        assert!(cache.artifact_path(&c, 1).is_file(), "c was just stored");
+        // Unbounded, nothing goes.
+        let unbounded = CompileCache::open(compiled, None).expect("open");
+        unbounded.put(&b, 1, &payload).expect("put b");
+        age(&cache.artifact_path(&b, 1), 30);
+        unbounded.put(&"d".repeat(64), 1, &payload).expect("put d");
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("compiled"))
+                .expect("list")
+                .count(),
+            4
+        );
+    }
+
+    /// The artifact just stored stays even when it alone is over the bound;
+    /// a symbolic link named like an artifact is neither counted nor
+    /// followed, and what it points to is never removed.
+    #[cfg(unix)]
+    #[test]
+    fn pruning_keeps_the_new_artifact_and_never_follows_a_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = dir.path().join("outside.cwasm");
+        std::fs::write(&outside, [1u8; 4096]).expect("write outside");
+        let compiled = dir.path().join("compiled");
+        let cache = CompileCache::open(compiled.clone(), Some(64)).expect("open");
+        let planted = compiled.join(format!("{}-{:016x}{ARTIFACT_SUFFIX}", "e".repeat(64), 1));
+        std::os::unix::fs::symlink(&outside, &planted).expect("plant a link");
+        let old = "f".repeat(64);
+        cache.put(&old, 1, &[0u8; 10]).expect("put old");
+        age(&cache.artifact_path(&old, 1), 10);
+        let big = "9".repeat(64);
+        cache.put(&big, 1, &[0u8; 1000]).expect("put big");
+        assert!(
+            cache.artifact_path(&big, 1).is_file(),
+            "the new artifact stays"
+        );
+        assert!(!cache.artifact_path(&old, 1).exists(), "the old one went");
+        assert!(planted.symlink_metadata().is_ok(), "the link is left alone");
+        assert_eq!(std::fs::read(&outside).expect("outside").len(), 4096);
     }
 }

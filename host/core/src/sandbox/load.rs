@@ -254,7 +254,7 @@ pub(crate) fn load(
 }
 
 /// Compiles `bytes`, through the on-disk cache when the sandbox has one.
-fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
+pub(crate) fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
     use std::sync::atomic::Ordering::Relaxed;
     let Some(cache) = &shared.compile_cache else {
         shared.compiles.in_memory.fetch_add(1, Relaxed);

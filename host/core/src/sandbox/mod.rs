@@ -152,6 +152,7 @@ pub struct SandboxBuilder {
     limits: Limits,
     wasi: WasiPolicy,
     compile_cache: Option<PathBuf>,
+    compile_cache_max_bytes: Option<u64>,
 }
 
 impl SandboxBuilder {
@@ -187,10 +188,39 @@ impl SandboxBuilder {
         self
     }
 
+    /// Bounds the [compile cache](Self::compile_cache) to `bytes` of
+    /// artifacts in all (default: unbounded, right for a gateway's own
+    /// cache, which holds the modules its config names). Each time a module
+    /// is compiled and stored, the least recently used others are removed
+    /// until the rest fit; a hit counts as a use. For a cache shared by
+    /// commands run on module after module, such as a module author's
+    /// builds.
+    ///
+    /// ```
+    /// use gatehouse_core::sandbox::Sandbox;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let sandbox = Sandbox::builder()
+    ///     .compile_cache(dir.path().join("compiled"))
+    ///     .compile_cache_max_bytes(1 << 30)
+    ///     .build()?;
+    /// assert!(sandbox.compile_cache_dir().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn compile_cache_max_bytes(mut self, bytes: u64) -> Self {
+        self.compile_cache_max_bytes = Some(bytes);
+        self
+    }
+
     /// Creates the engine, the instance pool, the linker and the deadline
     /// thread.
     pub fn build(self) -> Result<Sandbox, SandboxError> {
-        Sandbox::build(self.limits, self.wasi, self.compile_cache)
+        Sandbox::build(
+            self.limits,
+            self.wasi,
+            self.compile_cache
+                .map(|dir| (dir, self.compile_cache_max_bytes)),
+        )
     }
 }
 
@@ -211,7 +241,7 @@ impl Sandbox {
     fn build(
         limits: Limits,
         wasi: WasiPolicy,
-        compile_cache: Option<PathBuf>,
+        compile_cache: Option<(PathBuf, Option<u64>)>,
     ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
         let reviews = limits.pool_slots();
@@ -259,8 +289,8 @@ impl Sandbox {
         wasi::add_to_linker(&mut linker, wasi)
             .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
         link_contract(&mut linker).map_err(|error| SandboxError::Link(format!("{error:#}")))?;
-        let compile_cache = compile_cache.and_then(|dir| {
-            cache::CompileCache::open(dir)
+        let compile_cache = compile_cache.and_then(|(dir, max_bytes)| {
+            cache::CompileCache::open(dir, max_bytes)
                 .inspect_err(|error| {
                     tracing::warn!("{error}; compiling modules in memory instead");
                 })
@@ -330,6 +360,13 @@ impl Sandbox {
     /// The engine (for `inspect`).
     pub(crate) fn engine(&self) -> &Engine {
         &self.shared.engine
+    }
+
+    /// Compiles the component `bytes`, through the compile cache when the
+    /// sandbox has one (for `inspect`, which then loads the same bytes: one
+    /// compilation between them).
+    pub(crate) fn compile(&self, bytes: &[u8]) -> wasmtime::Result<wasmtime::component::Component> {
+        load::compile(&self.shared, bytes, &load::sha256_hex(bytes))
     }
 
     /// Loads a reviewer from a component file: reads it, checks the pin,
