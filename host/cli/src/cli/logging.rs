@@ -29,6 +29,11 @@ pub enum LogFormat {
     Json,
 }
 
+/// What -v and -vv leave at `info`: the JIT compiler's own crates, which
+/// log every step of compiling a module (five million lines at trace for the
+/// guardian, minutes of text and CPU). `RUST_LOG` can still ask for them.
+const QUIET_COMPILER: &str = "cranelift_codegen=info,cranelift_frontend=info,wasmtime_internal_cranelift=info,regalloc2=info";
+
 /// Logs to stderr at `quiet` (or more with -v) in `format`; `RUST_LOG`
 /// overrides the level. Text is coloured only when stderr is a terminal;
 /// in either format every field is escaped ([`EscapedFields`],
@@ -42,15 +47,15 @@ pub fn init_tracing(
     format: LogFormat,
 ) -> tracing_appender::non_blocking::WorkerGuard {
     let default = match verbose {
-        0 => quiet,
-        1 => "debug",
-        _ => "trace",
+        0 => quiet.to_owned(),
+        1 => format!("debug,{QUIET_COMPILER}"),
+        _ => format!("trace,{QUIET_COMPILER}"),
     };
     // The trace spans are the exporter's (`super::traces`), never the
     // log's: with -v they would prefix lines with their fields, which may
     // hold content (`[traces] content`).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&default));
     let filter = match format!("{}=off", gatehouse_base::trace::TARGET).parse() {
         Ok(off) => filter.add_directive(off),
         Err(_) => filter,

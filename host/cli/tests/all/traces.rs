@@ -593,8 +593,8 @@ async fn the_log_never_shows_the_trace_spans_even_at_trace_level() {
     );
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
     command.arg("-vv").arg("serve").arg("--config").arg(&config);
-    // Trace level, but not rmcp's copy of every message (minutes of text).
-    command.env("RUST_LOG", "trace,rmcp=warn");
+    // Trace level as -vv sets it (the JIT compiler's crates at info).
+    command.env_remove("RUST_LOG");
     let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -636,4 +636,37 @@ async fn the_log_never_shows_the_trace_spans_even_at_trace_level() {
     }
     let spans = receiver.spans(3).await;
     named_span(&spans, "tools/call git__ask_name");
+}
+
+/// -vv is gatehouse's trace, not the JIT compiler's: compiling the guardian
+/// at `RUST_LOG=trace` logs about five million Cranelift lines (minutes of
+/// text); -vv leaves those crates at info, and `RUST_LOG` still reaches them.
+#[test]
+fn very_verbose_logs_trace_without_the_compilers_every_step() {
+    let guardian = crate::paths::guest("gatehouse_guardian")
+        .display()
+        .to_string();
+    let inspect = |rust_log: Option<&str>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        command.args(["-vv", "inspect", "--no-compile-cache", &guardian]);
+        match rust_log {
+            Some(filter) => command.env("RUST_LOG", filter),
+            None => command.env_remove("RUST_LOG"),
+        };
+        let output = command.output().expect("gatehouse runs");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let logged = inspect(None);
+    assert!(logged.contains("TRACE"), "not at trace level:\n{logged}");
+    assert!(
+        !logged.contains("cranelift_codegen") && !logged.contains("wasmtime_internal_cranelift"),
+        "the compiler's trace in -vv: {} lines",
+        logged.lines().count()
+    );
+    let asked = inspect(Some("warn,cranelift_codegen::context=debug"));
+    assert!(
+        asked.contains("cranelift_codegen"),
+        "RUST_LOG reaches the compiler"
+    );
 }
