@@ -29,7 +29,7 @@ pub struct AuthoringCacheArgs {
     /// build then compile it once.
     #[arg(long, value_name = "DIR", conflicts_with = "no_compile_cache")]
     compile_cache: Option<PathBuf>,
-    /// Compile in memory and keep nothing.
+    /// Keep no compiled module after this run.
     #[arg(long)]
     no_compile_cache: bool,
 }

@@ -274,3 +274,22 @@ fn cache_files_are_private_and_symlinks_are_not_followed() {
     assert!(std::fs::symlink_metadata(&slot).expect("slot").is_file());
     assert_eq!(mode(&slot), 0o600);
 }
+
+/// `inspect` reads a module's types and loads it from one compilation
+/// through the cache: compiled and stored once, then taken from the cache
+/// by the load, never compiled in memory beside it.
+#[test]
+fn inspect_compiles_a_module_once_through_the_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sandbox = cached(&dir.path().join("compiled"));
+    let bytes = guest_bytes("gatehouse_guardian");
+    let report =
+        gatehouse_core::inspect::inspect(&sandbox, "guardian.wasm", &bytes).expect("inspected");
+    assert!(report.reviewer.is_ok(), "{:?}", report.reviewer);
+    let counts = sandbox.compile_counts();
+    assert_eq!(
+        (counts.compiled, counts.hits, counts.in_memory),
+        (1, 1, 0),
+        "{counts:?}"
+    );
+}

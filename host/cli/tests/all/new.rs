@@ -45,6 +45,7 @@ fn gatehouse_on_path(dir: &Path) -> PathBuf {
 fn command(program: &str, dir: &Path, bin: &Path) -> Command {
     let mut command = Command::new(program);
     command.current_dir(dir);
+    command.env("XDG_CACHE_HOME", crate::paths::cache_home());
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![bin.to_path_buf()];
     paths.extend(std::env::split_paths(&path));

@@ -47,10 +47,18 @@ pub fn guest(name: &str) -> PathBuf {
     existing(dir.join(format!("{name}.wasm")), "run .ci/build-guests")
 }
 
+/// The `XDG_CACHE_HOME` of the tests' `gatehouse` runs: under the target
+/// directory, so that `inspect` and `conformance` share compiled modules
+/// across tests without writing into the user's own cache.
+pub fn cache_home() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache")
+}
+
 /// Runs the built `gatehouse` with `args` from the workspace root.
 pub fn gatehouse(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .args(args)
+        .env("XDG_CACHE_HOME", cache_home())
         .current_dir(root())
         .output()
         .expect("gatehouse runs")
