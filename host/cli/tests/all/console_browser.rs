@@ -294,8 +294,16 @@ async fn hostile_text_stays_text_and_decline_and_cancel_reach_the_server() {
             "pick": {"type": "string", "oneOf": ["x", 7, null, {"const": "a", "title": "A"}]}}}
     });
     let odd_call = elicit(&client, odd);
-    let message = person.wait_for("article.question .message").await;
-    assert_eq!(message.text().await.expect("text"), "odd options");
+    // Waits for the new question by its text: the declined one may still be
+    // on the page, and an element found just before the page redraws is
+    // stale when read.
+    person
+        .until(
+            "the odd question is shown",
+            r#"return [...document.querySelectorAll("article.question .message")]
+                .some(message => message.innerText === "odd options");"#,
+        )
+        .await;
     person
         .wait_for("article.question button.cancel")
         .await
