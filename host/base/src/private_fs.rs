@@ -326,7 +326,7 @@ pub fn open_read(path: &Path) -> Result<File, PrivateError> {
 /// Reads the whole private file at `path` ([`open_read`]), refusing one over
 /// `limit` bytes.
 pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, PrivateError> {
-    read_bounded(path, open_read(path)?, limit)
+    read_bounded(path, &open_read(path)?, limit)
 }
 
 /// Reads the whole file at `path`, refusing one over `limit` bytes, under
@@ -365,10 +365,12 @@ pub fn read_protected(path: &Path, limit: u64) -> Result<Vec<u8>, PrivateError> 
         action: "clear O_NONBLOCK on it",
         source,
     })?;
-    read_bounded(path, file, limit)
+    read_bounded(path, &file, limit)
 }
 
-fn read_bounded(path: &Path, file: File, limit: u64) -> Result<Vec<u8>, PrivateError> {
+/// Reads the whole of `file`, opened from `path` (by [`open_read`], say),
+/// refusing one over `limit` bytes; the file stays open for the caller.
+pub fn read_bounded(path: &Path, file: &File, limit: u64) -> Result<Vec<u8>, PrivateError> {
     let io = |source| PrivateError::Io {
         path: path.to_path_buf(),
         action: "read it",

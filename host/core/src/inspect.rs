@@ -79,10 +79,13 @@ pub fn inspect_with(
     bytes: &[u8],
     limits: &ModuleLimits,
 ) -> Result<Inspection, LoadError> {
-    let component = sandbox.compile(bytes).map_err(|error| LoadError::Compile {
-        module: source.to_owned(),
-        detail: format!("{error:#}"),
-    })?;
+    let sha256 = crate::sandbox::sha256_hex(bytes);
+    let component = sandbox
+        .compile(bytes, &sha256)
+        .map_err(|error| LoadError::Compile {
+            module: source.to_owned(),
+            detail: format!("{error:#}"),
+        })?;
     let ty = component.component_type();
     let imports: Vec<String> = ty
         .imports(sandbox.engine())
@@ -123,7 +126,7 @@ pub fn inspect_with(
     Ok(Inspection {
         source: source.to_owned(),
         size: bytes.len(),
-        sha256: crate::sandbox::sha256_hex(bytes),
+        sha256,
         contract_version,
         world,
         imports,

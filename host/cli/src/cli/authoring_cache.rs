@@ -53,12 +53,17 @@ impl AuthoringCacheArgs {
     /// `builder` with this cache, bounded to [`MAX_BYTES`].
     pub fn apply(&self, builder: SandboxBuilder) -> SandboxBuilder {
         match self.dir() {
-            Some(dir) => builder
-                .compile_cache(dir)
-                .compile_cache_max_bytes(MAX_BYTES),
+            Some(dir) => bounded(builder, dir),
             None => builder,
         }
     }
+}
+
+/// `builder` with the compile cache `dir`, bounded to [`MAX_BYTES`].
+pub fn bounded(builder: SandboxBuilder, dir: PathBuf) -> SandboxBuilder {
+    builder
+        .compile_cache(dir)
+        .compile_cache_max_bytes(MAX_BYTES)
 }
 
 /// `gatehouse/compiled` under the XDG cache directory: `xdg_cache_home` if

@@ -89,17 +89,18 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     // cache, which `inspect` and later runs on the same build share too, or
     // (--no-compile-cache) a private one that lives as long as this run.
     let builder = gatehouse_core::sandbox::Sandbox::builder().limits(args.limits.sandbox_limits());
-    let mut _run_cache = None;
-    let builder = if args.compile_cache.dir().is_some() {
-        args.compile_cache.apply(builder)
-    } else {
-        let cache = tempfile::Builder::new()
-            .prefix("gatehouse-conformance-")
-            .tempdir()
-            .context("cannot create a temporary directory for compiled modules")?;
-        let builder = builder.compile_cache(cache.path().join("compiled"));
-        _run_cache = Some(cache);
-        builder
+    let (builder, _run_cache) = match args.compile_cache.dir() {
+        Some(dir) => (super::authoring_cache::bounded(builder, dir), None),
+        None => {
+            let cache = tempfile::Builder::new()
+                .prefix("gatehouse-conformance-")
+                .tempdir()
+                .context("cannot create a temporary directory for compiled modules")?;
+            (
+                builder.compile_cache(cache.path().join("compiled")),
+                Some(cache),
+            )
+        }
     };
     let mut kit = Kit::from_builder(builder)?.with_module_limits(args.limits.to_module_limits());
     if let Some(config) = &args.module_config {

@@ -19,6 +19,13 @@ fn gatehouse(cache_home: &Path, args: &[&str]) -> Output {
         .expect("gatehouse runs")
 }
 
+/// Runs the contract suite on `module`, with `extra` arguments.
+fn contract_suite(cache_home: &Path, module: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["conformance", module, "--suite", "contract"];
+    args.extend_from_slice(extra);
+    gatehouse(cache_home, &args)
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -64,10 +71,7 @@ fn conformance_and_inspect_compile_one_build_once_in_the_users_cache() {
 
     // The kit's two sandboxes load it from there; a store would have
     // replaced the file (a new inode).
-    let proved = gatehouse(
-        home.path(),
-        &["conformance", &module, "--suite", "contract"],
-    );
+    let proved = contract_suite(home.path(), &module, &[]);
     assert!(proved.status.success(), "{}", stdout(&proved));
     assert!(stdout(&proved).contains(" 0 failed"), "{}", stdout(&proved));
     assert_eq!(artifacts(home.path()), stored);
@@ -110,17 +114,7 @@ fn a_new_build_at_the_same_path_is_compiled_and_inspected_as_itself() {
     assert!(text.contains("reviewer  allowlist"), "{text}");
     assert_eq!(artifacts(home.path()).len(), 2);
     // And the kit proves the new build, not the artifact of the old one.
-    let proved = gatehouse(
-        home.path(),
-        &[
-            "conformance",
-            &module,
-            "--suite",
-            "contract",
-            "--format",
-            "json",
-        ],
-    );
+    let proved = contract_suite(home.path(), &module, &["--format", "json"]);
     let report: serde_json::Value = serde_json::from_slice(&proved.stdout).expect("a JSON report");
     let described = report["results"]
         .as_array()
@@ -150,10 +144,7 @@ fn a_module_the_contract_refuses_is_refused_from_the_cache_too() {
             text.contains(&format!("compiled  {compiled}")),
             "round {round}: {text}"
         );
-        let proved = gatehouse(
-            home.path(),
-            &["conformance", &module, "--suite", "contract"],
-        );
+        let proved = contract_suite(home.path(), &module, &[]);
         let text = stdout(&proved);
         assert_eq!(proved.status.code(), Some(2), "round {round}: {text}");
         assert!(
@@ -177,16 +168,7 @@ fn no_compile_cache_keeps_nothing() {
         "{}",
         stdout(&inspected)
     );
-    let proved = gatehouse(
-        home.path(),
-        &[
-            "conformance",
-            &module,
-            "--suite",
-            "contract",
-            "--no-compile-cache",
-        ],
-    );
+    let proved = contract_suite(home.path(), &module, &["--no-compile-cache"]);
     assert!(proved.status.success(), "{}", stdout(&proved));
     assert!(!home.path().join("gatehouse").exists(), "nothing kept");
     // An explicit directory is used instead of the user's.

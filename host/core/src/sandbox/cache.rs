@@ -323,20 +323,16 @@ impl CompileCache {
             path: path.to_path_buf(),
             problem,
         };
-        let mut opened = match private_fs::open_read(path) {
-            Ok(opened) => opened,
+        let read = private_fs::open_read(path)
+            .and_then(|opened| Ok((private_fs::read_bounded(path, &opened, u64::MAX)?, opened)));
+        let (file, opened) = match read {
+            Ok(read) => read,
             Err(error) if error.is_not_found() => return Ok(None),
             Err(PrivateError::Refused { refusal, .. }) => {
                 return Err(refuse(Problem::Private(refusal)));
             }
             Err(error) => return Err(io_error(error, "read the cached compiled module")),
         };
-        let mut file = Vec::new();
-        std::io::Read::read_to_end(&mut opened, &mut file).map_err(|source| CacheError::Io {
-            path: path.to_path_buf(),
-            action: "read the cached compiled module",
-            source,
-        })?;
         let (Some(header), Some(artifact)) = (file.get(..HEADER_LEN), file.get(HEADER_LEN..))
         else {
             return Err(refuse(Problem::NoHeader));

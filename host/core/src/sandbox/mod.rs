@@ -362,11 +362,15 @@ impl Sandbox {
         &self.shared.engine
     }
 
-    /// Compiles the component `bytes`, through the compile cache when the
-    /// sandbox has one (for `inspect`, which then loads the same bytes: one
-    /// compilation between them).
-    pub(crate) fn compile(&self, bytes: &[u8]) -> wasmtime::Result<wasmtime::component::Component> {
-        load::compile(&self.shared, bytes, &load::sha256_hex(bytes))
+    /// Compiles the component `bytes`, whose sha256 is `digest`, through
+    /// the compile cache when the sandbox has one (for `inspect`, which then
+    /// loads the same bytes: one compilation between them).
+    pub(crate) fn compile(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<wasmtime::component::Component> {
+        load::compile(&self.shared, bytes, digest)
     }
 
     /// Loads a reviewer from a component file: reads it, checks the pin,
