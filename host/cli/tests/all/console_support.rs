@@ -200,6 +200,24 @@ impl Session {
         }
     }
 
+    /// The state once no question is open (waits up to 30 s). A question
+    /// leaves the page when the instance's withdrawal reaches the console,
+    /// which may be after the call it belonged to has ended.
+    pub async fn none_open(&self) -> Value {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let state = self.state().await;
+            if state["open"].as_array().is_some_and(Vec::is_empty) {
+                return state;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "questions still open: {state}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// `POST /api/answer` with `answer`; the status and the JSON said.
     pub async fn answer(&self, answer: &Value) -> (reqwest::StatusCode, Value) {
         let response = self
