@@ -1,7 +1,7 @@
 //! `--compile-cache DIR` and `--no-compile-cache` for the commands a module
-//! author runs on each build (`conformance`, `inspect`): one compile cache
-//! they share, so that proving, inspecting and reviewing the same build
-//! compiles it once. For a componentize-js or componentize-py module that is
+//! author runs on each build (`conformance`, `inspect`, `review`): one
+//! compile cache they share, so that proving, inspecting and reviewing the
+//! same build compiles it once. For a componentize-js or componentize-py module that is
 //! seconds to tens of seconds per command.
 //!
 //! By default the cache is the user's, `$XDG_CACHE_HOME/gatehouse/compiled`
@@ -25,8 +25,8 @@ pub const MAX_BYTES: u64 = 1 << 30;
 pub struct AuthoringCacheArgs {
     /// Keep compiled modules in DIR, at most 1 GiB, the least recently used
     /// going first [default: $XDG_CACHE_HOME/gatehouse/compiled, or
-    /// ~/.cache/gatehouse/compiled]. `conformance` and `inspect` on the same
-    /// build then compile it once.
+    /// ~/.cache/gatehouse/compiled]. `conformance`, `inspect` and `review`
+    /// on the same build then compile it once.
     #[arg(long, value_name = "DIR", conflicts_with = "no_compile_cache")]
     compile_cache: Option<PathBuf>,
     /// Keep no compiled module after this run.

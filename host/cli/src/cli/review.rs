@@ -102,6 +102,8 @@ pub struct ReviewArgs {
     /// theirs in their entries).
     #[command(flatten)]
     limits: super::module_limits::ModuleLimitsArgs,
+    #[command(flatten)]
+    compile_cache: super::authoring_cache::AuthoringCacheArgs,
     /// The agent's call the elicitation belongs to (what a model-reviewer
     /// reads from the `call` interface), as JSON text or @FILE:
     /// {"session_id": "1", "kind": "tool-call|resource-read|prompt-get",
@@ -323,14 +325,21 @@ fn build_chain(args: &ReviewArgs, config: &Config) -> anyhow::Result<BuiltChain>
     }
     let models = models(args, config)?;
     let module_limits = args.limits.to_module_limits();
-    let sandbox = Sandbox::new(
-        config
-            .review
-            .to_limits()
-            .to_builder()
-            .room_for(&module_limits)
-            .build(),
-    )?;
+    // The author's compile cache, as `inspect` and `conformance` use it: a
+    // build they compiled is not compiled again here.
+    let sandbox = args
+        .compile_cache
+        .apply(
+            Sandbox::builder().limits(
+                config
+                    .review
+                    .to_limits()
+                    .to_builder()
+                    .room_for(&module_limits)
+                    .build(),
+            ),
+        )
+        .build()?;
     let mut links = Vec::with_capacity(config.review.modules.len() + args.modules.len());
     let mut components = gatehouse_gateway::component::Components::new(config);
     for (index, spec) in config.review.modules.iter().enumerate() {

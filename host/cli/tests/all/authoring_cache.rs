@@ -1,5 +1,5 @@
 //! The compile cache a module author's commands share (`conformance`,
-//! `inspect`; `XDG_CACHE_HOME/gatehouse/compiled` by default): one build is
+//! `inspect`, `review`; `XDG_CACHE_HOME/gatehouse/compiled` by default): one build is
 //! compiled once between them, a new build at the same path is compiled as
 //! itself, a module the contract refuses is refused from the cache too, and
 //! `--no-compile-cache` keeps nothing.
@@ -93,6 +93,64 @@ fn conformance_and_inspect_compile_one_build_once_in_the_users_cache() {
     // The cache is the user's alone.
     let mode = std::fs::metadata(&cache).expect("cache dir").mode();
     assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+}
+
+#[test]
+fn review_keeps_the_build_it_compiled_for_inspect_and_the_kit() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let module = build_as_m(work.path(), "gatehouse_guardian");
+    let request = crate::paths::root()
+        .join("examples/requests/approve-read-only.json")
+        .display()
+        .to_string();
+    let reviewed = gatehouse(
+        home.path(),
+        &[
+            "review",
+            "--module",
+            &module,
+            "--request",
+            &request,
+            "--server",
+            "docs",
+        ],
+    );
+    assert!(reviewed.status.success(), "{reviewed:?}");
+    assert!(
+        stdout(&reviewed).contains("accept"),
+        "{}",
+        stdout(&reviewed)
+    );
+    let stored = artifacts(home.path());
+    assert_eq!(stored.len(), 1, "review stored its compile: {stored:?}");
+    let inode = std::fs::metadata(&stored[0]).expect("artifact").ino();
+
+    let inspected = gatehouse(home.path(), &["inspect", &module]);
+    assert!(
+        stdout(&inspected).contains("compiled  taken from the compile cache"),
+        "{}",
+        stdout(&inspected)
+    );
+    // And a second review loads it rather than storing it again.
+    let again = gatehouse(
+        home.path(),
+        &[
+            "review",
+            "--module",
+            &module,
+            "--request",
+            &request,
+            "--server",
+            "docs",
+        ],
+    );
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(artifacts(home.path()), stored);
+    assert_eq!(
+        std::fs::metadata(&stored[0]).expect("artifact").ino(),
+        inode
+    );
 }
 
 #[test]

@@ -94,6 +94,7 @@ fn review_of_guests_waiting_in_wasi_ends_at_the_deadline() {
     ] {
         let module = guest(name);
         let mut child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .env("XDG_CACHE_HOME", crate::paths::cache_home())
             .args([
                 "review",
                 "--module",

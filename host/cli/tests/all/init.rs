@@ -336,6 +336,7 @@ fn init_from_codex_writes_a_config_that_loads_and_reviews_with_pinned_modules() 
     let review = |config: &str| {
         Command::new(env!("CARGO_BIN_EXE_gatehouse"))
             .args(["review", "--config", config, "--server", "docs"])
+            .env("XDG_CACHE_HOME", crate::paths::cache_home())
             .args(["--request", "examples/requests/approve-read-only.json"])
             .current_dir(root())
             .output()

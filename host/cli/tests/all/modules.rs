@@ -16,7 +16,8 @@ fn gatehouse_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
         .current_dir(dir)
         .env_remove("GATEHOUSE_REGISTRY_USERNAME")
         .env_remove("GATEHOUSE_REGISTRY_PASSWORD")
-        .env("DOCKER_CONFIG", dir.join("no-docker-config"));
+        .env("DOCKER_CONFIG", dir.join("no-docker-config"))
+        .env("XDG_CACHE_HOME", paths::cache_home());
     for (key, value) in envs {
         command.env(key, value);
     }

@@ -48,7 +48,7 @@ pub fn guest(name: &str) -> PathBuf {
 }
 
 /// The `XDG_CACHE_HOME` of the tests' `gatehouse` runs: under the target
-/// directory, so that `inspect` and `conformance` share compiled modules
+/// directory, so that `inspect`, `conformance` and `review` share compiled modules
 /// across tests without writing into the user's own cache.
 pub fn cache_home() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache")
