@@ -398,3 +398,47 @@ fn only_the_binary_links_opentelemetry() {
         );
     }
 }
+
+#[test]
+fn every_proc_macro_is_compiled_unoptimised_in_test_builds() {
+    // What this machine builds, every member's normal, build and dev edges.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .current_dir(gatehouse_tests::workspace_root())
+        .args(["tree", "--quiet", "--workspace", "--prefix", "none"])
+        .args(["--edges", "normal,build,dev"])
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let proc_macros: BTreeSet<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.contains("(proc-macro)") && !line.contains('/'))
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    assert!(proc_macros.contains("serde_derive"), "{proc_macros:?}");
+    let manifest = std::fs::read_to_string(gatehouse_tests::workspace_root().join("Cargo.toml"))
+        .expect("the workspace's Cargo.toml");
+    let manifest: toml::Table = toml::from_str(&manifest).expect("Cargo.toml parses");
+    let packages = &manifest["profile"]["dev"]["package"];
+    let optimised: Vec<&String> = proc_macros
+        .iter()
+        .filter(|name| {
+            packages
+                .get(name.as_str())
+                .and_then(|package| package.get("opt-level"))
+                .and_then(toml::Value::as_integer)
+                != Some(0)
+        })
+        .collect();
+    assert!(
+        optimised.is_empty(),
+        "proc macros the dev profile optimises: {optimised:?}. Add `NAME.opt-level = 0` for each, and \
+         for the parsers only they use, under [profile.dev.package] in Cargo.toml: an optimised proc \
+         macro costs build time and buys nothing"
+    );
+}
