@@ -399,6 +399,10 @@ fn only_the_binary_links_opentelemetry() {
     }
 }
 
+/// Not a layer but a build-time rule read from the same graph: proc macros run
+/// only while compiling, so the dev profile, which optimises dependencies,
+/// leaves each one unoptimised (docs/BENCHMARKS.md, "The test build": a
+/// quarter of a cold test build's compile time went on optimising them).
 #[test]
 fn every_proc_macro_is_compiled_unoptimised_in_test_builds() {
     // What this machine builds, every member's normal, build and dev edges.
