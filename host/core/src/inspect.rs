@@ -117,7 +117,9 @@ pub fn inspect_with(
         core_instances: crate::sandbox::core_instances(bytes),
     });
     let name = source.rsplit('/').next().unwrap_or(source);
-    let reviewer = match sandbox.load_bytes_with(name, source, bytes, None, limits) {
+    // The compile above, not another: without a compile cache it would
+    // compile again.
+    let reviewer = match sandbox.load_compiled(name, source, bytes, component.clone(), limits) {
         Ok(module) => module
             .describe()
             .map_err(|failure| format!("describe() failed: {failure}")),

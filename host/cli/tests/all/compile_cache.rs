@@ -276,8 +276,8 @@ fn cache_files_are_private_and_symlinks_are_not_followed() {
 }
 
 /// `inspect` reads a module's types and loads it from one compilation
-/// through the cache: compiled and stored once, then taken from the cache
-/// by the load, never compiled in memory beside it.
+/// through the cache: compiled and stored once, and the load takes that
+/// compilation rather than reading the artifact back or compiling again.
 #[test]
 fn inspect_compiles_a_module_once_through_the_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -289,7 +289,23 @@ fn inspect_compiles_a_module_once_through_the_cache() {
     let counts = sandbox.compile_counts();
     assert_eq!(
         (counts.compiled, counts.hits, counts.in_memory),
-        (1, 1, 0),
+        (1, 0, 0),
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn inspect_without_a_cache_compiles_a_module_once_in_memory() {
+    let sandbox = gatehouse_core::sandbox::Sandbox::new(gatehouse_core::sandbox::Limits::default())
+        .expect("sandbox");
+    let bytes = guest_bytes("gatehouse_guardian");
+    let report =
+        gatehouse_core::inspect::inspect(&sandbox, "guardian.wasm", &bytes).expect("inspected");
+    assert!(report.reviewer.is_ok(), "{:?}", report.reviewer);
+    let counts = sandbox.compile_counts();
+    assert_eq!(
+        (counts.compiled, counts.hits, counts.in_memory),
+        (0, 0, 1),
         "{counts:?}"
     );
 }

@@ -178,6 +178,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Loads the reviewer `bytes`: every check, then the compile (through the
+/// cache) unless `compiled` is that compile already done (`inspect`
+/// compiles first to read the component's types).
 pub(crate) fn load(
     shared: Arc<Shared>,
     name: &str,
@@ -185,6 +188,7 @@ pub(crate) fn load(
     bytes: &[u8],
     pinned_sha256: Option<&str>,
     module_limits: &ModuleLimits,
+    compiled: Option<Component>,
 ) -> Result<ReviewerModule, LoadError> {
     let limits = shared.limits.for_module(module_limits);
     check_room(&shared.limits, &limits, source)?;
@@ -206,7 +210,11 @@ pub(crate) fn load(
         return Err(LoadError::CoreModule(source.to_owned()));
     }
     check_core_instances(&limits, bytes, source)?;
-    let component = compile(&shared, bytes, &digest).map_err(|error| {
+    let component = match compiled {
+        Some(component) => Ok(component),
+        None => compile(&shared, bytes, &digest),
+    }
+    .map_err(|error| {
         let detail = if bytes.starts_with(b"\0asm") {
             format!("{error:#}")
         } else {

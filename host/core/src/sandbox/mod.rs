@@ -364,7 +364,7 @@ impl Sandbox {
 
     /// Compiles the component `bytes`, whose sha256 is `digest`, through
     /// the compile cache when the sandbox has one (for `inspect`, which then
-    /// loads the same bytes: one compilation between them).
+    /// loads the same compile with [`load_compiled`](Self::load_compiled)).
     pub(crate) fn compile(
         &self,
         bytes: &[u8],
@@ -470,6 +470,29 @@ impl Sandbox {
             bytes,
             pinned_sha256,
             limits,
+            None,
+        )
+    }
+
+    /// [`load_bytes_with`](Self::load_bytes_with) for bytes already
+    /// compiled by [`compile`](Self::compile) (for `inspect`): every check
+    /// runs, the compile does not run again.
+    pub(crate) fn load_compiled(
+        &self,
+        name: &str,
+        source: &str,
+        bytes: &[u8],
+        component: wasmtime::component::Component,
+        limits: &ModuleLimits,
+    ) -> Result<ReviewerModule, LoadError> {
+        load::load(
+            self.shared.clone(),
+            name,
+            source,
+            bytes,
+            None,
+            limits,
+            Some(component),
         )
     }
 }
