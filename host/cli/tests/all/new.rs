@@ -40,6 +40,17 @@ fn gatehouse_on_path(dir: &Path) -> PathBuf {
     bin
 }
 
+/// Where the Rust projects' nested cargo keeps its intermediate artifacts
+/// (cargo's `build.build-dir`): one directory for both projects, so the
+/// second reuses the dependencies (wit-bindgen's macro and the wasm-tools
+/// crates it parses WIT with) that the first compiled, as an author's second
+/// build would. Each project's `.wasm` still lands in its own `target/`,
+/// where its README says. Measured: 23.8 s for the first project's build,
+/// 1.8 s for the second.
+fn nested_build_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("new-projects-build")
+}
+
 /// A command in `dir` with `bin` first on PATH and none of this cargo's
 /// variables (a nested cargo must build the project as its author would).
 fn command(program: &str, dir: &Path, bin: &Path) -> Command {
@@ -58,6 +69,7 @@ fn command(program: &str, dir: &Path, bin: &Path) -> Command {
             command.env_remove(&key);
         }
     }
+    command.env("CARGO_BUILD_BUILD_DIR", nested_build_dir());
     command
 }
 
