@@ -399,50 +399,161 @@ fn only_the_binary_links_opentelemetry() {
     }
 }
 
+/// The packages `cargo tree --prefix none` lists with `args`, by name and
+/// version, and whether each is a proc macro.
+fn packages(args: &[&str]) -> BTreeSet<(String, String, bool)> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .current_dir(gatehouse_tests::workspace_root())
+        .args(["tree", "--quiet", "--prefix", "none"])
+        .args(args)
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        output.status.success(),
+        "cargo tree {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let name = words.next()?;
+            let version = words.next()?.strip_prefix('v')?;
+            Some((
+                name.to_owned(),
+                version.to_owned(),
+                line.contains("(proc-macro)"),
+            ))
+        })
+        .collect()
+}
+
+/// Every package the workspace builds: each member's normal, build and dev
+/// edges.
+fn every_package() -> BTreeSet<(String, String, bool)> {
+    packages(&["--workspace", "--edges", "normal,build,dev"])
+}
+
+/// The workspace's `[profile.dev.package]` table: package spec (`NAME` or
+/// `NAME@VERSION`) to its settings.
+fn dev_profile_packages() -> toml::Table {
+    let manifest = std::fs::read_to_string(gatehouse_tests::workspace_root().join("Cargo.toml"))
+        .expect("the workspace's Cargo.toml");
+    let manifest: toml::Table = toml::from_str(&manifest).expect("Cargo.toml parses");
+    manifest["profile"]["dev"]["package"]
+        .as_table()
+        .expect("[profile.dev.package] is a table")
+        .clone()
+}
+
+/// Whether a `[profile.dev.package]` spec names this package: `NAME`, or
+/// `NAME@VERSION` with the whole version or its leading parts.
+fn spec_names(spec: &str, name: &str, version: &str) -> bool {
+    match spec.split_once('@') {
+        None => spec == name,
+        Some((spec_name, spec_version)) => {
+            spec_name == name
+                && (version == spec_version
+                    || version
+                        .strip_prefix(spec_version)
+                        .is_some_and(|rest| rest.starts_with('.')))
+        }
+    }
+}
+
+/// The specs the dev profile compiles unoptimised.
+fn unoptimised_specs() -> Vec<String> {
+    dev_profile_packages()
+        .iter()
+        .filter(|(_, settings)| {
+            settings.get("opt-level").and_then(toml::Value::as_integer) == Some(0)
+        })
+        .map(|(spec, _)| spec.clone())
+        .collect()
+}
+
 /// Not a layer but a build-time rule read from the same graph: proc macros run
 /// only while compiling, so the dev profile, which optimises dependencies,
 /// leaves each one unoptimised (docs/BENCHMARKS.md, "The test build": a
 /// quarter of a cold test build's compile time went on optimising them).
 #[test]
 fn every_proc_macro_is_compiled_unoptimised_in_test_builds() {
-    // What this machine builds, every member's normal, build and dev edges.
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .current_dir(gatehouse_tests::workspace_root())
-        .args(["tree", "--quiet", "--workspace", "--prefix", "none"])
-        .args(["--edges", "normal,build,dev"])
-        .output()
-        .expect("cargo tree runs");
+    let packages = every_package();
     assert!(
-        output.status.success(),
-        "cargo tree failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+        packages
+            .iter()
+            .any(|(name, _, proc_macro)| name == "serde_derive" && *proc_macro),
+        "{packages:?}"
     );
-    let proc_macros: BTreeSet<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| line.contains("(proc-macro)") && !line.contains('/'))
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_owned)
-        .collect();
-    assert!(proc_macros.contains("serde_derive"), "{proc_macros:?}");
-    let manifest = std::fs::read_to_string(gatehouse_tests::workspace_root().join("Cargo.toml"))
-        .expect("the workspace's Cargo.toml");
-    let manifest: toml::Table = toml::from_str(&manifest).expect("Cargo.toml parses");
-    let packages = &manifest["profile"]["dev"]["package"];
-    let optimised: Vec<&String> = proc_macros
+    let unoptimised = unoptimised_specs();
+    let optimised: BTreeSet<&String> = packages
         .iter()
-        .filter(|name| {
-            packages
-                .get(name.as_str())
-                .and_then(|package| package.get("opt-level"))
-                .and_then(toml::Value::as_integer)
-                != Some(0)
+        .filter(|(name, version, proc_macro)| {
+            *proc_macro
+                && !unoptimised
+                    .iter()
+                    .any(|spec| spec_names(spec, name, version))
         })
+        .map(|(name, _, _)| name)
         .collect();
     assert!(
         optimised.is_empty(),
         "proc macros the dev profile optimises: {optimised:?}. Add `NAME.opt-level = 0` for each, and \
          for the parsers only they use, under [profile.dev.package] in Cargo.toml: an optimised proc \
          macro costs build time and buys nothing"
+    );
+}
+
+/// The other side of that rule: what wasmtime compiles and runs guests with
+/// stays optimised, whatever the list above names (a bare `wasmparser`
+/// there would unoptimise the validator every module load goes through,
+/// where `wasmparser@0.253.0`, oci-wasm's own copy, does not).
+#[test]
+fn nothing_wasmtime_runs_on_is_compiled_unoptimised_in_test_builds() {
+    let stack = packages(&["--package", "wasmtime", "--edges", "normal,no-proc-macro"]);
+    assert!(
+        stack.iter().any(|(name, _, _)| name == "cranelift-codegen"),
+        "{stack:?}"
+    );
+    let unoptimised = unoptimised_specs();
+    let slowed: Vec<String> = stack
+        .iter()
+        .filter(|(name, version, _)| {
+            unoptimised
+                .iter()
+                .any(|spec| spec_names(spec, name, version))
+        })
+        .map(|(name, version, _)| format!("{name} {version}"))
+        .collect();
+    assert!(
+        slowed.is_empty(),
+        "the dev profile compiles {slowed:?} unoptimised, but wasmtime runs on them: tests would \
+         compile and validate every module with unoptimised code. Name only other versions in \
+         [profile.dev.package] (`NAME@VERSION`)"
+    );
+}
+
+/// A name in `[profile.dev.package]` that matches no package does nothing
+/// (cargo only warns): after an upgrade moves a version, the line must move
+/// with it or go.
+#[test]
+fn every_package_the_dev_profile_names_is_built() {
+    let packages = every_package();
+    let stale: Vec<String> = dev_profile_packages()
+        .keys()
+        .filter(|spec| *spec != "*")
+        .filter(|spec| {
+            !packages
+                .iter()
+                .any(|(name, version, _)| spec_names(spec, name, version))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "[profile.dev.package] in Cargo.toml names {stale:?}, which the workspace no longer builds \
+         (`cargo tree --workspace -e normal,build,dev` lists what it does): move each to the version \
+         now built or remove it"
     );
 }
