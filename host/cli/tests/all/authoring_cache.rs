@@ -104,18 +104,16 @@ fn review_keeps_the_build_it_compiled_for_inspect_and_the_kit() {
         .join("examples/requests/approve-read-only.json")
         .display()
         .to_string();
-    let reviewed = gatehouse(
-        home.path(),
-        &[
-            "review",
-            "--module",
-            &module,
-            "--request",
-            &request,
-            "--server",
-            "docs",
-        ],
-    );
+    let review: [&str; 7] = [
+        "review",
+        "--module",
+        &module,
+        "--request",
+        &request,
+        "--server",
+        "docs",
+    ];
+    let reviewed = gatehouse(home.path(), &review);
     assert!(reviewed.status.success(), "{reviewed:?}");
     assert!(
         stdout(&reviewed).contains("accept"),
@@ -133,18 +131,7 @@ fn review_keeps_the_build_it_compiled_for_inspect_and_the_kit() {
         stdout(&inspected)
     );
     // And a second review loads it rather than storing it again.
-    let again = gatehouse(
-        home.path(),
-        &[
-            "review",
-            "--module",
-            &module,
-            "--request",
-            &request,
-            "--server",
-            "docs",
-        ],
-    );
+    let again = gatehouse(home.path(), &review);
     assert!(again.status.success(), "{again:?}");
     assert_eq!(artifacts(home.path()), stored);
     assert_eq!(
