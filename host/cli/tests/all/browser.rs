@@ -11,7 +11,10 @@ use std::time::Duration;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
-/// `chromedriver` on a loopback port, killed when dropped.
+/// `chromedriver` on a loopback port, killed when dropped. It and its
+/// browsers have a temporary directory of their own, as `TMPDIR` too: a
+/// killed Chromium leaves its scoped directories behind, and they go with it
+/// rather than piling up in `/tmp`.
 pub struct Driver {
     child: Child,
     url: String,
@@ -50,8 +53,10 @@ impl Driver {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
             listener.local_addr().expect("address").port()
         };
+        let profiles = tempfile::tempdir().expect("tempdir");
         let child = Command::new(path)
             .arg(format!("--port={port}"))
+            .env("TMPDIR", profiles.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -60,7 +65,7 @@ impl Driver {
         let driver = Driver {
             child,
             url,
-            _profiles: tempfile::tempdir().expect("tempdir"),
+            _profiles: profiles,
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while tokio::net::TcpStream::connect(("127.0.0.1", port))
