@@ -10,28 +10,13 @@ use std::process::Command;
 /// `prune` cuts the tree at those packages (their own dependencies are left
 /// out, they themselves stay).
 fn tree(package: &str, prune: &[&str]) -> BTreeSet<String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(cargo);
-    command
-        .current_dir(gatehouse_tests::workspace_root())
-        .args(["tree", "--quiet", "--prefix", "none", "--edges"])
-        .arg("normal,no-proc-macro")
-        .args(["--package", package]);
+    let mut args = vec!["--edges", "normal,no-proc-macro", "--package", package];
     for name in prune {
-        command.args(["--prune", name]);
+        args.extend(["--prune", name]);
     }
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run cargo tree for {package}: {error}"));
-    assert!(
-        output.status.success(),
-        "cargo tree -p {package} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_owned)
+    packages(&args)
+        .into_iter()
+        .map(|(name, _, _)| name)
         .collect()
 }
 

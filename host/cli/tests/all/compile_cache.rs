@@ -282,30 +282,23 @@ fn cache_files_are_private_and_symlinks_are_not_followed() {
 fn inspect_compiles_a_module_once_through_the_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sandbox = cached(&dir.path().join("compiled"));
+    assert_eq!(inspect_guardian_counts(&sandbox), (1, 0, 0));
+}
+
+/// Inspects the guardian with `sandbox` and returns its compile counts:
+/// (compiled, cache hits, compiled in memory).
+fn inspect_guardian_counts(sandbox: &gatehouse_core::sandbox::Sandbox) -> (u64, u64, u64) {
     let bytes = guest_bytes("gatehouse_guardian");
     let report =
-        gatehouse_core::inspect::inspect(&sandbox, "guardian.wasm", &bytes).expect("inspected");
+        gatehouse_core::inspect::inspect(sandbox, "guardian.wasm", &bytes).expect("inspected");
     assert!(report.reviewer.is_ok(), "{:?}", report.reviewer);
     let counts = sandbox.compile_counts();
-    assert_eq!(
-        (counts.compiled, counts.hits, counts.in_memory),
-        (1, 0, 0),
-        "{counts:?}"
-    );
+    (counts.compiled, counts.hits, counts.in_memory)
 }
 
 #[test]
 fn inspect_without_a_cache_compiles_a_module_once_in_memory() {
     let sandbox = gatehouse_core::sandbox::Sandbox::new(gatehouse_core::sandbox::Limits::default())
         .expect("sandbox");
-    let bytes = guest_bytes("gatehouse_guardian");
-    let report =
-        gatehouse_core::inspect::inspect(&sandbox, "guardian.wasm", &bytes).expect("inspected");
-    assert!(report.reviewer.is_ok(), "{:?}", report.reviewer);
-    let counts = sandbox.compile_counts();
-    assert_eq!(
-        (counts.compiled, counts.hits, counts.in_memory),
-        (0, 0, 1),
-        "{counts:?}"
-    );
+    assert_eq!(inspect_guardian_counts(&sandbox), (0, 0, 1));
 }
