@@ -714,8 +714,10 @@ fn the_kit_compiles_through_a_compile_cache_once_for_both_sandboxes() {
     let artifacts = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
         std::fs::read_dir(&cache)
             .expect("the cache directory")
+            .map(|entry| entry.expect("entry"))
+            // Compiled modules, not the packs of their compiled functions.
+            .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "cwasm"))
             .map(|entry| {
-                let entry = entry.expect("entry");
                 let modified = entry
                     .metadata()
                     .expect("metadata")

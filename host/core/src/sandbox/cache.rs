@@ -16,10 +16,13 @@ use std::path::{Path, PathBuf};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use std::sync::Arc;
+
+use super::functions::{CompiledFunctions, PACK_SUFFIX};
 use crate::private_fs::{self, PrivateError, Refusal};
 
 /// The keyed MAC of artifacts.
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 /// The first bytes of every artifact file: the format and its version.
 const MAGIC: &[u8; 8] = b"GHCWASM1";
@@ -125,6 +128,9 @@ pub(crate) struct CompileCache {
     /// The most bytes the artifacts may take in all, if bounded
     /// ([`CompileCache::prune`]).
     max_bytes: Option<u64>,
+    /// Compiled functions, for compiling a changed module
+    /// ([`super::functions`]).
+    functions: Arc<CompiledFunctions>,
 }
 
 /// A cached artifact whose tag verified.
@@ -177,16 +183,24 @@ impl CompileCache {
             path: key_path,
             problem: Problem::KeyLength(key.len() as u64),
         })?;
+        let functions = Arc::new(CompiledFunctions::new(dir.clone(), mac.clone()));
         Ok(CompileCache {
             dir,
             mac,
             max_bytes,
+            functions,
         })
     }
 
     /// The directory holding the artifacts.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The store of compiled functions in this cache, for
+    /// [`wasmtime::Config::enable_incremental_compilation`].
+    pub(crate) fn functions(&self) -> &Arc<CompiledFunctions> {
+        &self.functions
     }
 
     /// The artifact for the module with sha256 `digest` compiled by an engine
@@ -240,11 +254,12 @@ impl CompileCache {
         Ok(())
     }
 
-    /// Removes artifacts, least recently used first (by modification time,
-    /// which [`CompileCache::get`] renews on every hit in a bounded cache),
-    /// until those left take at most `max_bytes`, never `keep` (the one just
+    /// Removes artifacts and packs of compiled functions, least recently used
+    /// first (by modification time, which [`CompileCache::get`] renews on
+    /// every hit in a bounded cache, and indexing renews for a pack), until
+    /// those left take at most `max_bytes`, never `keep` (the one just
     /// stored, which may alone be larger). Only regular files named as
-    /// artifacts are counted or removed; a symbolic link or anything else in
+    /// artifacts or packs are counted or removed; a symbolic link or anything else in
     /// the directory is left alone (and never loaded). Best effort: an entry
     /// that cannot be read or removed is skipped.
     fn prune(&self, max_bytes: u64, keep: &Path) {
@@ -254,10 +269,9 @@ impl CompileCache {
         let mut artifacts: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
             .filter_map(Result::ok)
             .filter(|entry| {
-                entry
-                    .file_name()
-                    .to_str()
-                    .is_some_and(|name| name.ends_with(ARTIFACT_SUFFIX))
+                entry.file_name().to_str().is_some_and(|name| {
+                    name.ends_with(ARTIFACT_SUFFIX) || name.ends_with(PACK_SUFFIX)
+                })
             })
             .filter_map(|entry| {
                 // `DirEntry::metadata` does not follow a symbolic link.
@@ -464,6 +478,12 @@ pub struct CompileCounts {
     pub compiled: u64,
     /// Compiled in memory: the sandbox has no cache.
     pub in_memory: u64,
+    /// Functions of the modules [`compiled`](Self::compiled) that were
+    /// taken from the cache's compiled functions (the same code seen in an
+    /// earlier build) rather than compiled.
+    pub functions_reused: u64,
+    /// Functions of those modules that were compiled, and kept in the cache.
+    pub functions_compiled: u64,
 }
 
 /// The counts behind [`CompileCounts`].
@@ -481,6 +501,8 @@ impl Counters {
             hits: self.hits.load(Relaxed),
             compiled: self.compiled.load(Relaxed),
             in_memory: self.in_memory.load(Relaxed),
+            functions_reused: 0,
+            functions_compiled: 0,
         }
     }
 }
@@ -700,6 +722,25 @@ mod tests {
                 .count(),
             4
         );
+    }
+
+    /// Packs of compiled functions count against the bound and go, oldest
+    /// first, like artifacts.
+    #[test]
+    fn a_bounded_cache_prunes_packs_of_compiled_functions_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let compiled = dir.path().join("compiled");
+        let payload = [7u8; 100];
+        let each = (HEADER_LEN + payload.len()) as u64;
+        let cache = CompileCache::open(compiled.clone(), Some(2 * each + 10)).expect("open");
+        let pack = compiled.join(format!("{:016x}-0{PACK_SUFFIX}", 1));
+        private_fs::write_new(&pack, &[&[1u8; 100]], false).expect("a pack");
+        age(&pack, 20);
+        cache.put(&"a".repeat(64), 1, &payload).expect("put a");
+        assert!(pack.is_file(), "within the bound");
+        cache.put(&"b".repeat(64), 1, &payload).expect("put b");
+        assert!(!pack.exists(), "the oldest file, a pack, went first");
+        assert!(cache.artifact_path(&"a".repeat(64), 1).is_file());
     }
 
     /// The artifact just stored stays even when it alone is over the bound;

@@ -286,7 +286,11 @@ pub(crate) fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::
             Err(error) => cache.discard(digest, engine, &format_args!("{error:#}")),
         }
     }
-    let compiled = shared.engine.precompile_component(bytes)?;
+    let compiled = shared.engine.precompile_component(bytes);
+    // The functions compiled for it are kept even if it failed: each is
+    // right for its own code.
+    cache.functions().flush();
+    let compiled = compiled?;
     shared.compiles.compiled.fetch_add(1, Relaxed);
     if let Err(error) = cache.put(digest, engine, &compiled) {
         tracing::warn!("cannot cache the compiled module: {error}");
@@ -297,7 +301,7 @@ pub(crate) fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::
 }
 
 /// The engine's compatibility hash, as a number for file names.
-fn compatibility(engine: &wasmtime::Engine) -> u64 {
+pub(crate) fn compatibility(engine: &wasmtime::Engine) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);

@@ -13,6 +13,7 @@
 mod blocking;
 mod cache;
 mod capabilities;
+mod functions;
 mod granted;
 mod instances;
 mod limits;
@@ -34,6 +35,18 @@ pub use capabilities::{MAX_AUDITED_ANSWER_BYTES, MAX_MODEL_CALLS_PER_REVIEW};
 pub use limits::{Limits, LimitsBuilder, ModuleLimits, ModuleLimitsBuilder};
 pub use load::LoadError;
 pub use load::sha256_hex;
+
+/// The built guest `name` (`.ci/build-guests`), for unit tests.
+#[cfg(test)]
+pub(crate) fn built_guest(name: &str) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+            PathBuf::from,
+        )
+        .join("wasm32-wasip2/guest")
+        .join(format!("{name}.wasm"))
+}
 
 /// The core instances the component in `bytes` creates per instantiation, if
 /// it parses.
@@ -283,12 +296,6 @@ impl Sandbox {
             // `memory_bytes` is above 16 MiB.
             .memory_guaranteed_dense_image_size(limits.pool_memory_bytes() as u64)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine =
-            Engine::new(&config).map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
-        let mut linker = Linker::new(&engine);
-        wasi::add_to_linker(&mut linker, wasi)
-            .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
-        link_contract(&mut linker).map_err(|error| SandboxError::Link(format!("{error:#}")))?;
         let compile_cache = compile_cache.and_then(|(dir, max_bytes)| {
             cache::CompileCache::open(dir, max_bytes)
                 .inspect_err(|error| {
@@ -296,6 +303,22 @@ impl Sandbox {
                 })
                 .ok()
         });
+        if let Some(cache) = &compile_cache {
+            // A changed module compiles only the functions the cache has not
+            // seen (`functions`).
+            config
+                .enable_incremental_compilation(cache.functions().clone())
+                .map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
+        }
+        let engine =
+            Engine::new(&config).map_err(|error| SandboxError::Engine(format!("{error:#}")))?;
+        if let Some(cache) = &compile_cache {
+            cache.functions().bind(load::compatibility(&engine));
+        }
+        let mut linker = Linker::new(&engine);
+        wasi::add_to_linker(&mut linker, wasi)
+            .map_err(|error| SandboxError::Link(format!("{error:#}")))?;
+        link_contract(&mut linker).map_err(|error| SandboxError::Link(format!("{error:#}")))?;
         let in_flight = Arc::new(InFlight::default());
         let ticker = EpochTicker::start(
             engine.clone(),
@@ -344,7 +367,9 @@ impl Sandbox {
     }
 
     /// How the modules loaded so far were compiled: taken from the compile
-    /// cache, compiled and stored in it, or compiled in memory (no cache).
+    /// cache, compiled and stored in it, or compiled in memory (no cache);
+    /// and of the functions compiled through the cache, how many were taken
+    /// from it.
     ///
     /// ```
     /// use gatehouse_core::sandbox::{Limits, Sandbox};
@@ -354,7 +379,11 @@ impl Sandbox {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn compile_counts(&self) -> CompileCounts {
-        self.shared.compiles.read()
+        let mut counts = self.shared.compiles.read();
+        if let Some(cache) = &self.shared.compile_cache {
+            (counts.functions_reused, counts.functions_compiled) = cache.functions().counts();
+        }
+        counts
     }
 
     /// The engine (for `inspect`).

@@ -562,17 +562,11 @@ impl ReviewerModule {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Limits, Sandbox};
+    use super::super::{Limits, Sandbox, built_guest};
 
     /// The built reference guardian (`.ci/build-guests`).
     fn guardian() -> std::path::PathBuf {
-        let guests = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(
-                || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-                std::path::PathBuf::from,
-            )
-            .join("wasm32-wasip2/guest");
-        guests.join("gatehouse_guardian.wasm")
+        built_guest("gatehouse_guardian")
     }
 
     #[test]
