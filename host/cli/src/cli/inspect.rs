@@ -59,14 +59,24 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints how the module was compiled: taken from the compile cache,
-/// compiled and stored there, or compiled in memory.
+/// compiled and stored there (and how many of its functions earlier
+/// compiles had compiled already), or compiled in memory.
 fn print_compiled(sandbox: &Sandbox) {
     let counts = sandbox.compile_counts();
     let dir = sandbox
         .compile_cache_dir()
         .map(|dir| Escaped(&dir.display().to_string()).to_string());
     match dir {
-        Some(dir) if counts.compiled > 0 => println!("compiled  now, and kept in {dir}"),
+        Some(dir) if counts.compiled > 0 => {
+            println!("compiled  now, and kept in {dir}");
+            if counts.functions_reused > 0 {
+                println!(
+                    "functions {} of {} taken from earlier compiles in the cache",
+                    counts.functions_reused,
+                    counts.functions_reused + counts.functions_compiled
+                );
+            }
+        }
         Some(dir) if counts.hits > 0 => println!("compiled  taken from the compile cache {dir}"),
         _ if counts.in_memory > 0 => println!("compiled  now, in memory (no compile cache)"),
         _ => {}

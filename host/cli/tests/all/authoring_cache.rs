@@ -156,6 +156,13 @@ fn a_new_build_at_the_same_path_is_compiled_and_inspected_as_itself() {
     let second = gatehouse(home.path(), &["inspect", &module]);
     let text = stdout(&second);
     assert!(text.contains("compiled  now, and kept in"), "{text}");
+    // The functions it shares with the first build (Rust's standard
+    // library) are not compiled again.
+    assert!(
+        text.lines().any(|line| line.starts_with("functions ")
+            && line.ends_with(" taken from earlier compiles in the cache")),
+        "{text}"
+    );
     assert!(text.contains("reviewer  allowlist"), "{text}");
     assert_eq!(artifacts(home.path()).len(), 2);
     // And the kit proves the new build, not the artifact of the old one.

@@ -558,10 +558,30 @@ fn bench_loads_through_a_compile_cache_and_reports_the_load() {
         assert_sane_run(bench_run(&report, "gatehouse"));
     };
     bench();
-    let artifacts = || std::fs::read_dir(&cache).expect("the cache").count();
-    assert_eq!(artifacts(), 1, "the first run stores the compiled module");
+    // The compiled module, and the pack of its compiled functions.
+    let files = || {
+        let mut names: Vec<String> = std::fs::read_dir(&cache)
+            .expect("the cache")
+            .map(|entry| {
+                entry
+                    .expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let stored = files();
+    let named = |suffix: &str| stored.iter().filter(|name| name.ends_with(suffix)).count();
+    assert_eq!(
+        (named(".cwasm"), named(".functions"), stored.len()),
+        (1, 1, 2),
+        "the first run stores the compiled module: {stored:?}"
+    );
     bench();
-    assert_eq!(artifacts(), 1, "the second run finds it");
+    assert_eq!(files(), stored, "the second run finds it");
 }
 
 #[test]
