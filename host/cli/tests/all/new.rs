@@ -13,6 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Held while a project runs its README's "2. Prove" commands.
+static PROVING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Set by `.ci/run`: the TypeScript and Python projects must build.
 const REQUIRED: &str = "GATEHOUSE_TEMPLATES";
 
@@ -160,6 +163,14 @@ fn follow_the_readme_of(
     for heading in ["1. Build", "2. Prove"] {
         let steps = blocks(&readme, heading, "sh");
         assert!(!steps.is_empty(), "{lang}: no commands under {heading}");
+        // One project proves (compiles its module) at a time, so that the
+        // second of a language finds the functions the first compiled in the
+        // shared cache, as an author's next build would.
+        let _proving = (heading == "2. Prove").then(|| {
+            PROVING
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
         for step in steps {
             let output = sh(&project, &bin, &step, &format!("{lang}: {heading}: {step}"));
             if step.contains("conformance") {
