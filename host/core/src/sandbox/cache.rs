@@ -13,16 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 
 use std::sync::Arc;
 
-use super::functions::{CompiledFunctions, PACK_SUFFIX};
+use super::functions::{CompiledFunctions, HmacSha256, PACK_SUFFIX};
 use crate::private_fs::{self, PrivateError, Refusal};
-
-/// The keyed MAC of artifacts.
-pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 /// The first bytes of every artifact file: the format and its version.
 const MAGIC: &[u8; 8] = b"GHCWASM1";

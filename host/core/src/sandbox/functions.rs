@@ -33,8 +33,11 @@ use std::sync::{Mutex, OnceLock};
 
 use hmac::Mac;
 
-use super::cache::HmacSha256;
 use crate::private_fs;
+
+/// The keyed MAC of the compile cache: of its artifacts (`cache`) and of
+/// the functions here, each under its own domain.
+pub(crate) type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// The first bytes of every pack: the format and its version.
 const MAGIC: &[u8; 8] = b"GHCFUNS1";
