@@ -47,6 +47,10 @@ pub struct DemoArgs {
     /// The demo-server binary (default: next to this binary).
     #[arg(long)]
     server: Option<PathBuf>,
+    /// Where the reference modules' compiled code is kept, so that the next
+    /// run starts at once (the user's compile cache by default).
+    #[command(flatten)]
+    compile_cache: super::authoring_cache::AuthoringCacheArgs,
 }
 
 /// The person in the demo: answers forms with a name, consents to URLs.
@@ -142,7 +146,10 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             server.display()
         );
     }
-    let sandbox = Sandbox::new(Limits::default())?;
+    let sandbox = args
+        .compile_cache
+        .apply(Sandbox::builder().limits(Limits::default()))
+        .build()?;
     let load = |name: &str| {
         sandbox
             .load_file(guests.join(format!("gatehouse_{name}.wasm")), None)
