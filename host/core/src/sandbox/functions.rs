@@ -65,8 +65,12 @@ const MAX_VALUE_LEN: u32 = 64 << 20;
 const SPILL_BYTES: usize = 4 << 20;
 
 /// More packs than this in the directory are merged into one when indexed,
-/// so that a process keeps few files open.
+/// so that a compile opens few files.
 const MAX_PACKS: usize = 8;
+
+/// A pack is merged only once it is this old: one younger may still be
+/// written by a compile in another process.
+const MERGE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Where an indexed function is: its pack and its entry's offset there.
 #[derive(Clone, Copy)]
@@ -164,14 +168,18 @@ impl CompiledFunctions {
     }
 
     /// Writes what is left of the functions compiled since the last call to
-    /// this compile's pack and closes it; the next compile starts a new one.
+    /// this compile's pack and closes it and every pack read; the next
+    /// compile starts a new one.
     pub(crate) fn flush(&self) {
         let Some(&engine) = self.engine.get() else {
             return;
         };
         let mut state = lock(&self.state);
         self.write_pending(engine, &mut state);
-        state.writing = None;
+        // The next compile indexes the directory afresh: it sees the packs
+        // other processes wrote since, and no pack stays open between
+        // compiles of a long-running host.
+        *state = State::default();
     }
 
     /// Appends the pending functions to the pack being written (starting one
@@ -290,10 +298,21 @@ impl CompiledFunctions {
     fn index(&self, engine: u64, state: &mut State) {
         state.indexed = true;
         let mut paths = pack_paths(&self.dir, engine);
-        if paths.len() > MAX_PACKS
-            && let Some(merged) = self.merge(engine, &paths)
+        // Only packs no compile is still writing (by their age) are merged.
+        let settled: Vec<PathBuf> = paths
+            .iter()
+            .filter(|path| {
+                std::fs::symlink_metadata(path)
+                    .and_then(|metadata| metadata.modified())
+                    .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age >= MERGE_AFTER))
+            })
+            .cloned()
+            .collect();
+        if settled.len() > MAX_PACKS
+            && let Some((merged, removed)) = self.merge(engine, &settled)
         {
-            paths = vec![merged];
+            paths.retain(|path| !removed.contains(path));
+            paths.push(merged);
         }
         for path in paths {
             let file = match private_fs::open_read(&path) {
@@ -319,10 +338,12 @@ impl CompiledFunctions {
     }
 
     /// Writes the verified entries of `paths` as one new pack and removes
-    /// them; the new pack's path, or `None` (and nothing removed) if it could
-    /// not be written.
-    fn merge(&self, engine: u64, paths: &[PathBuf]) -> Option<PathBuf> {
+    /// the packs it read (one that cannot be read just now stays); the new
+    /// pack's path and those removed, or `None` (and nothing removed) if it
+    /// could not be written.
+    fn merge(&self, engine: u64, paths: &[PathBuf]) -> Option<(PathBuf, Vec<PathBuf>)> {
         let path = new_pack_path(&self.dir, engine).ok()?;
+        let mut read = Vec::new();
         let written = private_fs::create_new(&path)
             .map_err(|error| error.to_string())
             .and_then(|file| {
@@ -336,6 +357,7 @@ impl CompiledFunctions {
                     let Ok(found) = entries(old, &file) else {
                         continue;
                     };
+                    read.push(old.clone());
                     for (key, offset, value_len) in found {
                         let location = Location {
                             pack: 0,
@@ -362,10 +384,10 @@ impl CompiledFunctions {
             );
             return None;
         }
-        for old in paths {
+        for old in &read {
             let _ = std::fs::remove_file(old);
         }
-        Some(path)
+        Some((path, read))
     }
 }
 
@@ -409,7 +431,9 @@ impl wasmtime::CacheStore for CompiledFunctions {
         }
         let mut state = lock(&self.state);
         state.pending_bytes += value.len();
-        state.pending.insert(key, value);
+        if let Some(replaced) = state.pending.insert(key, value) {
+            state.pending_bytes -= replaced.len();
+        }
         self.compiled.fetch_add(1, Relaxed);
         if state.pending_bytes >= SPILL_BYTES
             && let Some(&engine) = self.engine.get()
@@ -757,18 +781,29 @@ mod tests {
             writer.flush();
         }
         assert_eq!(packs(dir.path()).len(), MAX_PACKS + 2);
+        // Young packs may still be being written: none is merged.
+        assert!(synthetic(dir.path(), 1, 7).get(&[0; KEY_LEN]).is_some());
+        assert_eq!(packs(dir.path()).len(), MAX_PACKS + 2, "not merged yet");
+        let settled = std::time::SystemTime::now() - 2 * MERGE_AFTER;
+        for pack in packs(dir.path()) {
+            let file = private_fs::open_read(&pack).expect("a pack");
+            file.set_modified(settled).expect("aged");
+        }
+        // And one pack just written, which stays as it is.
+        writer.insert(&[200; KEY_LEN], vec![200; 10]);
+        writer.flush();
         let reader = synthetic(dir.path(), 1, 7);
-        for byte in 0..(MAX_PACKS as u8 + 2) {
+        for byte in (0..(MAX_PACKS as u8 + 2)).chain([200]) {
             assert_eq!(
                 reader.get(&[byte; KEY_LEN]).as_deref(),
                 Some(&[byte; 10][..])
             );
         }
-        assert_eq!(packs(dir.path()).len(), 1, "merged");
-        assert_eq!(reader.counts(), (MAX_PACKS as u64 + 2, 0));
+        assert_eq!(packs(dir.path()).len(), 2, "the old ones merged");
+        assert_eq!(reader.counts(), (MAX_PACKS as u64 + 3, 0));
         assert_eq!(
             writer.counts(),
-            (0, MAX_PACKS as u64 + 2),
+            (0, MAX_PACKS as u64 + 3),
             "its own are not counted as taken"
         );
     }
