@@ -266,8 +266,8 @@ impl CompiledFunctions {
         entry
     }
 
-    /// Reads the entry at `location` and returns its value if its tag
-    /// verifies for `key`.
+    /// Reads the entry at `location` and returns it whole (header, key,
+    /// value) if its tag verifies for `key`.
     fn read(
         &self,
         engine: u64,
@@ -290,7 +290,7 @@ impl CompiledFunctions {
         self.mac_of(engine, key, value)
             .verify_slice(&header[8..])
             .map_err(|_| "its tag does not verify under this host's key".to_owned())?;
-        Ok(value.to_vec())
+        Ok(entry)
     }
 
     /// Indexes every pack of `engine` in the directory, merging them into one
@@ -367,8 +367,8 @@ impl CompiledFunctions {
                         if seen.contains(&key) {
                             continue;
                         }
-                        if let Ok(value) = self.read(engine, &file, &key, location) {
-                            let entry = self.entry(engine, &key, &value, value_len);
+                        // Verified, so copied as it is, tag and all.
+                        if let Ok(entry) = self.read(engine, &file, &key, location) {
                             out.write_all(&entry).map_err(|error| error.to_string())?;
                             seen.insert(key);
                         }
@@ -407,9 +407,9 @@ impl wasmtime::CacheStore for CompiledFunctions {
         let location = *state.index.get(&key)?;
         let file = state.packs.get(location.pack)?;
         match self.read(engine, file, &key, location) {
-            Ok(value) => {
+            Ok(mut entry) => {
                 self.reused.fetch_add(1, Relaxed);
-                Some(Cow::Owned(value))
+                Some(Cow::Owned(entry.split_off(ENTRY_HEADER_LEN + KEY_LEN)))
             }
             Err(error) => {
                 tracing::warn!(
