@@ -14,7 +14,9 @@ use crate::router::Router;
 /// The instance's status: `config` is the version being served, `snapshot`
 /// the MCP runtime's view.
 pub fn instance_status(config: &Config, router: &Router, snapshot: &Snapshot) -> InstanceStatus {
-    let chain = router.chain();
+    // One read: the modules, the kit and the time all of one swap.
+    let in_force = router.in_force();
+    let chain = &in_force.chain;
     let module = |link: &gatehouse_core::chain::ChainLink, mode: &str| ModuleStatus {
         name: link.module.name().to_owned(),
         digest: link.module.digest().to_owned(),
@@ -70,13 +72,13 @@ pub fn instance_status(config: &Config, router: &Router, snapshot: &Snapshot) ->
         modules,
         kit: if !config.review.verify_contract {
             KitStatus::Off
-        } else if router.first_chain_loaded() {
+        } else if in_force.loaded {
             KitStatus::Passed
         } else {
             KitStatus::Pending
         },
-        swapped_at_ms: router
-            .swapped_at()
+        swapped_at_ms: in_force
+            .swapped_at
             .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
             .and_then(|since| u64::try_from(since.as_millis()).ok()),
         backends: backends.into_values().collect(),

@@ -108,7 +108,9 @@ pub struct Router {
     /// Whether the first chain is in force ([`Router::loading_first_chain`]):
     /// until it is, elicitations wait for it.
     first_chain: tokio::sync::watch::Sender<FirstChain>,
-    /// When [`Router::swap_chain`] last ran.
+    /// When [`Router::swap_chain`] last ran. Its lock is held across the
+    /// whole of a swap, so [`Router::in_force`] reads the chain, the first
+    /// chain's state and this time as one.
     swapped_at: Mutex<Option<std::time::SystemTime>>,
     settings: ArcSwap<ElicitationSettings>,
     audit: Arc<AuditLog>,
@@ -142,6 +144,17 @@ pub struct Router {
     shadow_reviews: Arc<tokio::sync::Semaphore>,
     /// Shadow lines not written yet ([`Router::drain`] waits for them).
     shadow_pending: Arc<AtomicUsize>,
+}
+
+/// The chain in force, read as one ([`Router::in_force`]).
+#[derive(Debug, Clone)]
+pub struct InForce {
+    /// The chain reviews run on now.
+    pub chain: Arc<Chain>,
+    /// Whether a chain is in force ([`Router::first_chain_loaded`]).
+    pub loaded: bool,
+    /// When [`Router::swap_chain`] last ran, if it did.
+    pub swapped_at: Option<std::time::SystemTime>,
 }
 
 /// Where the first chain stands ([`Router::loading_first_chain`]).
@@ -399,6 +412,12 @@ impl Router {
     /// Replaces the chain: reviews in flight finish on the old one. The
     /// first swap puts a chain in force ([`Router::loading_first_chain`]).
     pub fn swap_chain(&self, chain: Chain) {
+        // Held across the swap: a reader of [`Router::in_force`] sees all
+        // of it or none of it.
+        let mut swapped_at = self
+            .swapped_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.chain.store(Arc::new(chain));
         self.first_chain.send_if_modified(|state| {
             let opened = *state == FirstChain::Loading;
@@ -407,8 +426,36 @@ impl Router {
             }
             opened
         });
-        if let Ok(mut swapped_at) = self.swapped_at.lock() {
-            *swapped_at = Some(std::time::SystemTime::now());
+        *swapped_at = Some(std::time::SystemTime::now());
+    }
+
+    /// The chain in force, whether it is the first chain's, and when it
+    /// was swapped in, read as one: never a chain in force without its
+    /// time, or the time of a swap with the chain before it (what an
+    /// operator's status shows).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use gatehouse_core::chain::Chain;
+    /// # use gatehouse_gateway::router::{NoPerson, Router};
+    /// # let audit = Arc::new(gatehouse_audit::AuditLog::in_memory());
+    /// let router = Router::new(Chain::default(), Default::default(), audit, Arc::new(NoPerson), 4)
+    ///     .loading_first_chain();
+    /// let before = router.in_force();
+    /// assert!(!before.loaded && before.swapped_at.is_none());
+    /// router.swap_chain(Chain::default());
+    /// let after = router.in_force();
+    /// assert!(after.loaded && after.swapped_at.is_some());
+    /// ```
+    pub fn in_force(&self) -> InForce {
+        let swapped_at = self
+            .swapped_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        InForce {
+            chain: self.chain.load_full(),
+            loaded: self.first_chain_loaded(),
+            swapped_at: *swapped_at,
         }
     }
 
@@ -1162,6 +1209,41 @@ mod tests {
         assert_eq!(steps.len(), 1);
         assert_eq!(steps[0].module, ROUTER_STEP);
         assert_eq!(steps[0].failure.as_deref(), Some("deadline"));
+    }
+
+    /// An operator's status reads the chain in force while a reload swaps
+    /// it: it never sees the first chain in force without the time it was
+    /// swapped in (which the console showed, once, as a kit passed with no
+    /// chain swapped).
+    #[test]
+    fn the_chain_in_force_is_never_read_half_swapped() {
+        for _ in 0..2_000 {
+            let router = Arc::new(
+                Router::new(
+                    Chain::default(),
+                    ElicitationSettings::default(),
+                    Arc::new(AuditLog::in_memory()),
+                    Arc::new(NoPerson),
+                    4,
+                )
+                .loading_first_chain(),
+            );
+            let reader = {
+                let router = router.clone();
+                std::thread::spawn(move || {
+                    loop {
+                        let in_force = router.in_force();
+                        if in_force.loaded {
+                            return in_force.swapped_at;
+                        }
+                        assert!(in_force.swapped_at.is_none(), "{in_force:?}");
+                    }
+                })
+            };
+            router.swap_chain(Chain::default());
+            let seen = reader.join().expect("the reader");
+            assert!(seen.is_some(), "a chain in force with no swap time");
+        }
     }
 
     #[tokio::test]
