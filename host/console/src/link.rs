@@ -230,12 +230,14 @@ impl Link {
                 let key = Arc::as_ptr(&connection) as usize;
                 if let Some(source) = self.status_source() {
                     let status = source();
-                    if sent.as_ref() != Some(&(key, status.clone())) {
-                        if let Ok(line) = wire::line(&ToConsole::Status {
+                    // Counted as sent only once queued: a status a full
+                    // backlog refused goes at the next look.
+                    if sent.as_ref() != Some(&(key, status.clone()))
+                        && let Ok(line) = wire::line(&ToConsole::Status {
                             status: Box::new(status.clone()),
-                        }) {
-                            let _ = connection.outgoing.try_send(line);
-                        }
+                        })
+                        && connection.outgoing.try_send(line).is_ok()
+                    {
                         sent = Some((key, status));
                     }
                 }
@@ -442,5 +444,76 @@ impl Drop for Withdraw<'_> {
             // takes the question off when the connection ends.
             let _ = self.connection.outgoing.try_send(line);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::question::Ask;
+    use std::sync::atomic::AtomicU64;
+    use tokio::io::AsyncBufReadExt;
+
+    fn question() -> Question {
+        Question {
+            server: "github".into(),
+            ask: Ask::Url {
+                message: "Sign in".into(),
+                url: "https://github.com/login".into(),
+            },
+            session: None,
+            client: None,
+            call: None,
+            verdicts: vec![],
+            why: "every module deferred".into(),
+            timeout_ms: 300_000,
+        }
+    }
+
+    /// A console that stops reading for a while fills the link's backlog;
+    /// a status change made then is still reported once it reads again,
+    /// not lost until the status next changes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_status_not_sent_while_the_console_is_jammed_is_sent_once_it_reads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("console.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+        let link = Arc::new(Link::new(&socket, "jammed"));
+        let in_flight = Arc::new(AtomicU64::new(0));
+        {
+            let in_flight = in_flight.clone();
+            link.set_status(Arc::new(move || InstanceStatus {
+                in_flight: in_flight.load(Ordering::SeqCst),
+                ..InstanceStatus::default()
+            }));
+        }
+        let stop = CancellationToken::new();
+        tokio::spawn(link.clone().keep_attached(stop.clone()));
+        let (console, _) = listener.accept().await.expect("the link connects");
+        // The console reads nothing while far more questions than the
+        // backlog (and the socket's buffer) hold are asked.
+        for _ in 0..(OUTGOING_BACKLOG * 4) {
+            let link = link.clone();
+            tokio::spawn(async move { link.ask(question()).await });
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        in_flight.store(7, Ordering::SeqCst);
+        // At least one look at the status while the backlog is full.
+        tokio::time::sleep(STATUS_EVERY * 2).await;
+        let mut lines = BufReader::new(console).lines();
+        let deadline = tokio::time::Instant::now() + STATUS_EVERY * 10;
+        loop {
+            let line = tokio::time::timeout_at(deadline, lines.next_line())
+                .await
+                .expect("the status after the change reaches the console")
+                .expect("read")
+                .expect("a line");
+            if let Ok(ToConsole::Status { status }) = serde_json::from_str::<ToConsole>(&line)
+                && status.in_flight == 7
+            {
+                break;
+            }
+        }
+        stop.cancel();
     }
 }
