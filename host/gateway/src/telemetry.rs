@@ -17,9 +17,10 @@ use gatehouse_core::sandbox::CompileCounts;
 use gatehouse_mcp::runtime::ServerStarts;
 use gatehouse_telemetry::families::{
     AUDIT_WRITE_DURATION, AUDIT_WRITES, BACKEND_STARTS, BACKENDS, CHAIN_MODULES, COMPILE_CACHE,
-    ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_IN_FLIGHT, FAIL_CLOSED, INSTANCES,
-    MODEL_ATTEMPTS, MODEL_BUDGET_LIMIT, MODEL_BUDGET_REMAINING, MODEL_CALL_DURATION, MODEL_CALLS,
-    MODEL_TOKENS, MODULE_SWAPS, PERSON_ANSWERS, PERSON_PENDING, REVIEW_DURATION, REVIEWS,
+    COMPILED_FUNCTIONS, ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_IN_FLIGHT, FAIL_CLOSED,
+    INSTANCES, MODEL_ATTEMPTS, MODEL_BUDGET_LIMIT, MODEL_BUDGET_REMAINING, MODEL_CALL_DURATION,
+    MODEL_CALLS, MODEL_TOKENS, MODULE_SWAPS, PERSON_ANSWERS, PERSON_PENDING, REVIEW_DURATION,
+    REVIEWS,
 };
 use gatehouse_telemetry::health::{Check, Readiness};
 use gatehouse_telemetry::series::{Levels, Metrics, Snapshot};
@@ -205,6 +206,12 @@ pub fn levels(
     levels.total(&COMPILE_CACHE, &["hit"], compiles.hits);
     levels.total(&COMPILE_CACHE, &["miss"], compiles.compiled);
     levels.total(&COMPILE_CACHE, &["off"], compiles.in_memory);
+    levels.total(&COMPILED_FUNCTIONS, &["reused"], compiles.functions_reused);
+    levels.total(
+        &COMPILED_FUNCTIONS,
+        &["compiled"],
+        compiles.functions_compiled,
+    );
     levels
 }
 

@@ -160,6 +160,9 @@ families! {
     /// The compile cache.
     COMPILE_CACHE = "gatehouse_compile_cache", Counter, None, ["result"],
         "Module loads by compile-cache result: hit, miss (compiled and stored) or off (compiled in memory).";
+    /// Functions of compiled modules, by where they came from.
+    COMPILED_FUNCTIONS = "gatehouse_compiled_functions", Counter, None, ["result"],
+        "Functions of the modules compiled through the compile cache: result is reused (kept from an earlier compile of the same code) or compiled.";
     /// Audit writes.
     AUDIT_WRITES = "gatehouse_audit_writes", Counter, None, ["result"],
         "Audit lines written: result is ok or error.";
