@@ -1213,8 +1213,8 @@ mod tests {
 
     /// An operator's status reads the chain in force while a reload swaps
     /// it: it never sees the first chain in force without the time it was
-    /// swapped in (which the console showed, once, as a kit passed with no
-    /// chain swapped).
+    /// swapped in (such a read would show the console a kit passed with no
+    /// swap time).
     #[test]
     fn the_chain_in_force_is_never_read_half_swapped() {
         for _ in 0..2_000 {
