@@ -19,6 +19,7 @@ mod model_routing;
 mod module_graph;
 mod module_limits;
 mod oci;
+mod perf_map;
 mod reload;
 mod router;
 mod sandbox_failures;

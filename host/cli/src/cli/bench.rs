@@ -66,6 +66,13 @@ pub struct BenchArgs {
     /// runs load it from there. The report says how long loading took.
     #[arg(long, value_name = "DIR")]
     compile_cache: Option<PathBuf>,
+    /// Name the module's functions in /tmp/perf-<pid>.map, so that `perf
+    /// record -g -- gatehouse bench --perf-map M.wasm` and `perf report` show
+    /// where its reviews spend their time, function by function (build the
+    /// module with its names: not stripped). For profiling on your own
+    /// machine: the map's path is predictable.
+    #[arg(long)]
+    perf_map: bool,
     /// A process hook to run the same requests through: spawned once per
     /// decision, one request as JSON on stdin, one verdict line on stdout
     /// (see examples/process-hook).
@@ -124,7 +131,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .limits
         .make_room(Limits::builder().concurrent_reviews(pool))
         .build();
-    let mut sandbox = Sandbox::builder().limits(limits);
+    let mut sandbox = Sandbox::builder().limits(limits).perf_map(args.perf_map);
     if let Some(dir) = &args.compile_cache {
         sandbox = sandbox.compile_cache(dir);
     }
@@ -169,6 +176,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             gatehouse_bench::sample_elicitation().to_string().len()
         ),
     };
+    let perf_map = sandbox
+        .writes_perf_map()
+        .then(|| format!("/tmp/perf-{}.map", std::process::id()));
     match args.format {
         Format::Text => {
             println!(
@@ -176,6 +186,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 args.module.display(),
                 load.as_secs_f64()
             );
+            if let Some(path) = &perf_map {
+                println!("guest functions named for perf in {path}");
+            }
             print_text(&args, &bench, &source, &runs, comparison)
         }
         Format::Json => {
@@ -187,6 +200,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 "warmup_s": bench.warmup_duration().as_secs_f64(),
                 "load_s": load.as_secs_f64(),
                 "compile_cache": sandbox.compile_cache_dir().map(|dir| dir.display().to_string()),
+                "perf_map": perf_map,
                 "runs": runs,
                 "comparison": comparison.map(|comparison| json!({
                     "hook_p50_over_gatehouse_p50": comparison.p50_ratio,

@@ -28,7 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
+};
 
 pub use cache::CompileCounts;
 pub use capabilities::{MAX_AUDITED_ANSWER_BYTES, MAX_MODEL_CALLS_PER_REVIEW};
@@ -108,6 +110,7 @@ pub(crate) struct Shared {
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) compiles: cache::Counters,
     resets_in_place: bool,
+    perf_map: bool,
     _ticker: EpochTicker,
 }
 
@@ -166,6 +169,7 @@ pub struct SandboxBuilder {
     wasi: WasiPolicy,
     compile_cache: Option<PathBuf>,
     compile_cache_max_bytes: Option<u64>,
+    perf_map: bool,
 }
 
 impl SandboxBuilder {
@@ -225,6 +229,31 @@ impl SandboxBuilder {
         self
     }
 
+    /// Names every guest function the engine loads in `/tmp/perf-<pid>.map`,
+    /// Linux `perf`'s map of JIT code (default: off), so that `perf record`
+    /// and `perf report` attribute the samples taken in a module's code to
+    /// its functions rather than to unknown addresses. A module keeps its
+    /// function names only if it was built with its `name` section (not
+    /// stripped).
+    ///
+    /// For profiling a module on one's own machine (`gatehouse bench
+    /// --perf-map`), never in a gateway: the map is written at a path any
+    /// local user can predict, and it lists the functions of every module
+    /// loaded. Whether the map is written changes nothing a guest can see,
+    /// and a compile cache is shared with sandboxes without it.
+    ///
+    /// ```
+    /// use gatehouse_core::sandbox::Sandbox;
+    ///
+    /// let sandbox = Sandbox::builder().perf_map(true).build()?;
+    /// assert!(sandbox.writes_perf_map());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn perf_map(mut self, on: bool) -> Self {
+        self.perf_map = on;
+        self
+    }
+
     /// Creates the engine, the instance pool, the linker and the deadline
     /// thread.
     pub fn build(self) -> Result<Sandbox, SandboxError> {
@@ -233,6 +262,7 @@ impl SandboxBuilder {
             self.wasi,
             self.compile_cache
                 .map(|dir| (dir, self.compile_cache_max_bytes)),
+            self.perf_map,
         )
     }
 }
@@ -255,6 +285,7 @@ impl Sandbox {
         limits: Limits,
         wasi: WasiPolicy,
         compile_cache: Option<(PathBuf, Option<u64>)>,
+        perf_map: bool,
     ) -> Result<Sandbox, SandboxError> {
         let mut pool = PoolingAllocationConfig::new();
         let reviews = limits.pool_slots();
@@ -296,6 +327,9 @@ impl Sandbox {
             // `memory_bytes` is above 16 MiB.
             .memory_guaranteed_dense_image_size(limits.pool_memory_bytes() as u64)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        if perf_map {
+            config.profiler(ProfilingStrategy::PerfMap);
+        }
         let compile_cache = compile_cache.and_then(|(dir, max_bytes)| {
             cache::CompileCache::open(dir, max_bytes)
                 .inspect_err(|error| {
@@ -337,6 +371,7 @@ impl Sandbox {
                 in_flight,
                 compiles: cache::Counters::default(),
                 resets_in_place,
+                perf_map,
                 _ticker: ticker,
             }),
         })
@@ -353,6 +388,12 @@ impl Sandbox {
     /// written page swapped out would escape the reset.
     pub fn resets_in_place(&self) -> bool {
         self.shared.resets_in_place
+    }
+
+    /// Whether guest functions are named in `/tmp/perf-<pid>.map`
+    /// ([`SandboxBuilder::perf_map`]).
+    pub fn writes_perf_map(&self) -> bool {
+        self.shared.perf_map
     }
 
     /// The WASI policy guests are linked against.
