@@ -9,7 +9,7 @@ use gatehouse_conformance::model::ModelScript;
 use gatehouse_core::chain::{Chain, ChainLink};
 use gatehouse_core::context::CallKind;
 use gatehouse_core::contract::World;
-use gatehouse_tests::{cases_dir, load, sandbox};
+use gatehouse_tests::{approval_request, cases_dir, load, sandbox};
 
 #[test]
 fn every_guardian_case_holds() {
@@ -40,6 +40,40 @@ fn every_guardian_case_holds() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The guardian copies the reviewed call out of the request only for its
+/// debug entry ("guardian reviewed a tool call", with the call as Codex's
+/// planned action): when the host records debug entries, the entry is there,
+/// whole.
+#[test]
+fn the_guardian_logs_the_call_it_reviewed_when_debug_entries_are_recorded() {
+    let sandbox = sandbox();
+    let guardian = load(&sandbox, "gatehouse_guardian");
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(std::io::sink)
+        .finish();
+    let report = tracing::subscriber::with_default(subscriber, || {
+        guardian.review("{}", &approval_request())
+    });
+    let outcome = report.result.as_ref().expect("the guardian reviews");
+    assert_eq!(outcome.decision.name(), "decline", "{outcome:?}");
+    let entry = report
+        .logs
+        .entries
+        .iter()
+        .find(|entry| entry.message == "guardian reviewed a tool call")
+        .unwrap_or_else(|| panic!("no entry for the reviewed call: {:?}", report.logs));
+    assert_eq!(entry.level, "debug");
+    let [(key, action)] = entry.fields.as_slice() else {
+        panic!("one field expected: {:?}", entry.fields);
+    };
+    assert_eq!(key, "request");
+    let action: serde_json::Value = serde_json::from_str(action).expect("the action is JSON");
+    assert_eq!(action["tool"], "mcp_tool_call", "{action}");
+    assert_eq!(action["server"], "docs", "{action}");
+    assert_eq!(action["tool_name"], "read_file", "{action}");
 }
 
 #[test]

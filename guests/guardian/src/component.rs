@@ -1,4 +1,4 @@
-//! The WIT glue: contract types in, [`crate::logic::review_with_call`],
+//! The WIT glue: contract types in, [`crate::logic::review_with_call_keeping`],
 //! contract types out. The conversions are [`crate::component_glue!`], which
 //! the model guardian (`guests/model-guardian`) shares.
 
@@ -26,8 +26,14 @@ impl Guest for Guardian {
         // never accepted.
         let related = call::related();
         let related = related.as_ref().map(related_view);
-        let verdict =
-            crate::logic::review_with_call(&config, &input_view(&request), related.as_ref());
+        // The reviewed call is kept for the debug log alone: copied out of
+        // the request only if the host records debug entries.
+        let verdict = crate::logic::review_with_call_keeping(
+            &config,
+            &input_view(&request),
+            related.as_ref(),
+            debug_enabled,
+        );
         log_reviewed(&verdict, related.as_ref());
         outcome(verdict)
     }

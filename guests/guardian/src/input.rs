@@ -3,6 +3,7 @@
 //! native caller build it without copying; and what it answers: the
 //! [`Verdict`] and the tool call it was reached on ([`ReviewedCall`]).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde_json::Value;
@@ -174,7 +175,7 @@ pub struct Verdict {
 /// log: [`planned_action_for`](crate::model_review::planned_action_for) describes it as Codex's planned
 /// action.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReviewedCall(pub(crate) Box<ToolCallReview>);
+pub struct ReviewedCall(pub(crate) Box<ToolCallReview<'static>>);
 
 impl ReviewedCall {
     /// The server's configured name.
@@ -224,34 +225,65 @@ impl ReviewedCall {
     /// An error only if the `_meta` text no longer parses, which the review
     /// has already ruled out.
     pub fn tool_params(&self) -> Result<Option<Value>, serde_json::Error> {
-        match &self.0.arguments {
-            Arguments::None => Ok(None),
-            Arguments::InMeta(meta) => Ok(parse_object(meta)?.remove(TOOL_PARAMS_KEY)),
-        }
+        self.0.tool_params()
     }
 }
 
 /// A tool call put to review, its fields trimmed and blanks dropped (what is
 /// shown and assessed; identity is checked on the raw claims). The rules read
 /// a part of it; all of it is returned in [`Verdict::request`](crate::input::Verdict::request) for the log.
+///
+/// Its texts are borrowed from the request while it is reviewed, and copied
+/// only if the verdict keeps it ([`ToolCallReview::into_owned`]).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ToolCallReview {
-    pub(crate) server: String,
-    pub(crate) tool_name: String,
-    pub(crate) arguments: Arguments,
-    pub(crate) connector_id: Option<String>,
-    pub(crate) connector_name: Option<String>,
-    pub(crate) connector_description: Option<String>,
-    pub(crate) tool_title: Option<String>,
-    pub(crate) tool_description: Option<String>,
+pub(crate) struct ToolCallReview<'a> {
+    pub(crate) server: Cow<'a, str>,
+    pub(crate) tool_name: Cow<'a, str>,
+    pub(crate) arguments: Arguments<'a>,
+    pub(crate) connector_id: Option<Cow<'a, str>>,
+    pub(crate) connector_name: Option<Cow<'a, str>>,
+    pub(crate) connector_description: Option<Cow<'a, str>>,
+    pub(crate) tool_title: Option<Cow<'a, str>>,
+    pub(crate) tool_description: Option<Cow<'a, str>>,
     pub(crate) annotations: Annotations,
+}
+
+impl ToolCallReview<'_> {
+    /// [`ReviewedCall::tool_params`].
+    pub(crate) fn tool_params(&self) -> Result<Option<Value>, serde_json::Error> {
+        match &self.arguments {
+            Arguments::None => Ok(None),
+            Arguments::InMeta(meta) => Ok(parse_object(meta)?.remove(TOOL_PARAMS_KEY)),
+        }
+    }
+
+    /// The call with its texts copied, to outlive the request.
+    pub(crate) fn into_owned(self) -> ToolCallReview<'static> {
+        fn owned(text: Option<Cow<'_, str>>) -> Option<Cow<'static, str>> {
+            text.map(|text| Cow::Owned(text.into_owned()))
+        }
+        ToolCallReview {
+            server: Cow::Owned(self.server.into_owned()),
+            tool_name: Cow::Owned(self.tool_name.into_owned()),
+            arguments: match self.arguments {
+                Arguments::None => Arguments::None,
+                Arguments::InMeta(meta) => Arguments::InMeta(Cow::Owned(meta.into_owned())),
+            },
+            connector_id: owned(self.connector_id),
+            connector_name: owned(self.connector_name),
+            connector_description: owned(self.connector_description),
+            tool_title: owned(self.tool_title),
+            tool_description: owned(self.tool_description),
+            annotations: self.annotations,
+        }
+    }
 }
 
 /// Where the tool call's arguments are.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Arguments {
+pub(crate) enum Arguments<'a> {
     /// None were given: `{}`.
     None,
     /// The `tool_params` object of this `_meta` text.
-    InMeta(Box<str>),
+    InMeta(Cow<'a, str>),
 }

@@ -114,6 +114,8 @@
 //! and described, for the guardian's debug log, by the same planned action
 //! the model is shown ([`model_review::planned_action_for`]).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::config::{Config, DEFAULT_DENIAL_INSTRUCTIONS, Fallback};
@@ -156,6 +158,47 @@ pub fn review_with_call(
     review_by(config, input, With::<NoModel>::rules(related))
 }
 
+/// [`review_with_call`], keeping the tool call the verdict was reached on
+/// ([`Verdict::request`]) only if `keep_call` says to: it is asked once, and
+/// only when the review reached a tool call. Without it the review copies
+/// nothing out of the request: the verdict's own texts are all it allocates.
+/// The component asks whether its debug log, the one reader of the call, is
+/// on.
+///
+/// ```
+/// use gatehouse_guardian::input::{Catalog, Input, Mode, Policy, RequestId, Reviewer};
+/// use gatehouse_guardian::logic::{review_with_call, review_with_call_keeping};
+///
+/// let input = Input {
+///     mode: Mode::Form { requested_schema: r#"{"type":"object","properties":{}}"# },
+///     meta: Some(r#"{"codex_request_type":"approval_request","codex_approval_kind":"mcp_tool_call","tool_name":"read_file"}"#),
+///     server_name: "docs",
+///     request_id: RequestId::Number(1),
+///     policy: Policy::OnRequest,
+///     reviewer: Reviewer::AutoReview,
+///     auto_approve_prompts: false,
+///     catalog: Catalog::Unavailable,
+/// };
+/// let kept = review_with_call(r#"{"allow":[{"tool":"read_*"}]}"#, &input, None);
+/// let lean = review_with_call_keeping(r#"{"allow":[{"tool":"read_*"}]}"#, &input, None, || false);
+/// assert_eq!(kept.decision, lean.decision);
+/// assert_eq!(kept.rationale, lean.rationale);
+/// assert_eq!(kept.request.map(|call| call.tool_name().to_owned()).as_deref(), Some("read_file"));
+/// assert!(lean.request.is_none());
+/// ```
+pub fn review_with_call_keeping(
+    config: &str,
+    input: &Input<'_>,
+    related: Option<&RelatedCall<'_>>,
+    keep_call: fn() -> bool,
+) -> Verdict {
+    let with = With {
+        keep_call,
+        ..With::<NoModel>::rules(related)
+    };
+    review_by(config, input, with)
+}
+
 /// [`review_with_call`] with a model in place of the config's `default`:
 /// where the rules leave a reviewable tool call undecided (no `deny` or
 /// `allow` rule covers it and the catalog marks it neither destructive nor
@@ -182,6 +225,7 @@ where
         With {
             related,
             model: Some(ask),
+            keep_call: always,
         },
     )
 }
@@ -189,10 +233,17 @@ where
 /// The type of the model that [`review`] and [`review_with_call`] do not have.
 type NoModel = fn(&CompletionRequest) -> Result<Completion, ModelError>;
 
-/// What a review has beyond the elicitation: the related call and the model.
+/// What a review has beyond the elicitation: the related call and the
+/// model; and whether the verdict keeps the tool call it was reached on.
 struct With<'r, 'c, F> {
     related: Option<&'r RelatedCall<'c>>,
     model: Option<F>,
+    keep_call: fn() -> bool,
+}
+
+/// Every verdict keeps its call, but for [`review_with_call_keeping`]'s.
+fn always() -> bool {
+    true
 }
 
 impl<'r, 'c> With<'r, 'c, NoModel> {
@@ -201,6 +252,7 @@ impl<'r, 'c> With<'r, 'c, NoModel> {
         With {
             related,
             model: None,
+            keep_call: always,
         }
     }
 }
@@ -263,13 +315,13 @@ where
     if !routes_to_automated_review(input.policy, input.reviewer) {
         return defer("the approval policy and reviewer setting route this to the user");
     }
-    let (request, claims) = match review_request(input, meta.as_ref()) {
+    let (mut request, claims) = match review_request(input, meta.as_ref()) {
         Step::NotRequested(why) => return defer(why),
         Step::Decline(why) => return decline_quietly(why.to_owned()),
         Step::Request(request, claims) => (request, claims),
     };
-    match bind_identity(request, claims, input.catalog) {
-        Ok(request) => assess(config, input.meta, request, with),
+    match bind_identity(&mut request, claims, input.catalog) {
+        Ok(()) => assess(config, input.meta, &request, with),
         Err(why) => decline_quietly(why.to_owned()),
     }
 }
@@ -279,15 +331,17 @@ where
 fn assess<F>(
     config: &str,
     meta: Option<&str>,
-    request: Box<ToolCallReview>,
+    request: &ToolCallReview<'_>,
     with: With<'_, '_, F>,
 ) -> Verdict
 where
     F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
 {
-    let request = ReviewedCall(request);
-    let mut verdict = assess_risk(config, &request, meta, with);
-    verdict.request = Some(request);
+    let keep_call = with.keep_call;
+    let mut verdict = assess_risk(config, request, meta, with);
+    if keep_call() {
+        verdict.request = Some(ReviewedCall(Box::new(request.clone().into_owned())));
+    }
     verdict
 }
 
@@ -317,12 +371,12 @@ where
             "strict review does not handle requests to remember the approval".to_owned(),
         );
     }
-    let (request, claims) = match review_request(input, Some(meta)) {
+    let (mut request, claims) = match review_request(input, Some(meta)) {
         Step::NotRequested(why) | Step::Decline(why) => return strict_decline(why.to_owned()),
         Step::Request(request, claims) => (request, claims),
     };
-    match bind_identity(request, claims, input.catalog) {
-        Ok(request) => assess(config, input.meta, request, with),
+    match bind_identity(&mut request, claims, input.catalog) {
+        Ok(()) => assess(config, input.meta, &request, with),
         Err(why) => strict_decline(why.to_owned()),
     }
 }
@@ -405,10 +459,10 @@ enum Step<'m, 'a> {
     NotRequested(&'static str),
     Decline(&'static str),
     /// A reviewable tool call, with the `_meta` claims it was read from.
-    Request(Box<ToolCallReview>, &'m Meta<'a>),
+    Request(ToolCallReview<'m>, &'m Meta<'a>),
 }
 
-fn review_request<'m, 'a>(input: &Input<'_>, meta: Option<&'m Meta<'a>>) -> Step<'m, 'a> {
+fn review_request<'m, 'a>(input: &Input<'m>, meta: Option<&'m Meta<'a>>) -> Step<'m, 'a> {
     let requested_schema = match input.mode {
         Mode::Url => {
             return if meta.is_some_and(asks_for_review) {
@@ -435,13 +489,13 @@ fn review_request<'m, 'a>(input: &Input<'_>, meta: Option<&'m Meta<'a>>) -> Step
         return Step::Decline("metadata must include a non-empty tool_name");
     };
     let arguments = match (meta.tool_params, input.meta) {
-        (Some(Shape::Object), Some(text)) => Arguments::InMeta(text.into()),
+        (Some(Shape::Object), Some(text)) => Arguments::InMeta(Cow::Borrowed(text)),
         (Some(_), _) => return Step::Decline("tool_params must be an object"),
         (None, _) => Arguments::None,
     };
     Step::Request(
-        Box::new(ToolCallReview {
-            server: input.server_name.to_owned(),
+        ToolCallReview {
+            server: Cow::Borrowed(input.server_name),
             tool_name,
             arguments,
             connector_id: non_blank(meta.connector_id.as_deref()),
@@ -450,7 +504,7 @@ fn review_request<'m, 'a>(input: &Input<'_>, meta: Option<&'m Meta<'a>>) -> Step
             tool_title: non_blank(meta.tool_title.as_deref()),
             tool_description: non_blank(meta.tool_description.as_deref()),
             annotations: Annotations::default(),
-        }),
+        },
         meta,
     )
 }
@@ -458,14 +512,14 @@ fn review_request<'m, 'a>(input: &Input<'_>, meta: Option<&'m Meta<'a>>) -> Step
 /// Replaces what the server claims about the tool with what its catalog says,
 /// and refuses a request whose tool or connector (`claims`, raw) is not
 /// exactly the catalog's (the module documentation, "Identity").
-fn bind_identity(
-    mut request: Box<ToolCallReview>,
+fn bind_identity<'r>(
+    request: &mut ToolCallReview<'r>,
     claims: &Meta<'_>,
-    catalog: Catalog<'_>,
-) -> Result<Box<ToolCallReview>, &'static str> {
+    catalog: Catalog<'r>,
+) -> Result<(), &'static str> {
     const MISMATCH: &str = "identity does not match the tool catalog";
     let tool = match catalog {
-        Catalog::Unavailable => return Ok(request),
+        Catalog::Unavailable => return Ok(()),
         Catalog::NotListed => return Err(MISMATCH),
         Catalog::Listed(tool) => tool,
     };
@@ -479,19 +533,19 @@ fn bind_identity(
     if claims.connector_id.as_deref() != tool_meta.connector_id.as_deref() {
         return Err(MISMATCH);
     }
-    request.connector_name = non_blank(tool_meta.connector_name.as_deref());
-    request.connector_description = non_blank(tool_meta.connector_description.as_deref());
+    request.connector_name = non_blank_text(tool_meta.connector_name);
+    request.connector_description = non_blank_text(tool_meta.connector_description);
     request.tool_title = non_blank(tool.title);
     request.tool_description = non_blank(tool.description);
     request.annotations = tool.annotations;
-    Ok(request)
+    Ok(())
 }
 
 /// The risk assessment: the rules, then the model or the config's `default`
 /// (the order is in the module documentation).
 fn assess_risk<F>(
     config: &str,
-    call: &ReviewedCall,
+    request: &ToolCallReview<'_>,
     meta: Option<&str>,
     with: With<'_, '_, F>,
 ) -> Verdict
@@ -504,13 +558,12 @@ where
         // default instructions (the config's own are unreadable).
         Err(error) => return model_review::review_failed(&error, DEFAULT_DENIAL_INSTRUCTIONS),
     };
-    let request = &*call.0;
-    let (server, tool) = (request.server.as_str(), request.tool_name.as_str());
-    let subject = describe(request);
+    let (server, tool) = (&*request.server, &*request.tool_name);
+    let subject = Subject::of(request);
     if let Some(rule) = config.deny.iter().find(|rule| rule.matches(server, tool)) {
         let why = match &rule.reason {
             Some(reason) => reason.to_string(),
-            None => format!("{subject} matches a deny rule"),
+            None => subject.sentence("", " matches a deny rule"),
         };
         return deny(&config, why, Risk::High);
     }
@@ -527,7 +580,7 @@ where
         }
         let why = match &rule.reason {
             Some(reason) => reason.to_string(),
-            None => format!("{subject} matches an allow rule"),
+            None => subject.sentence("", " matches an allow rule"),
         };
         return allow(why, Risk::Low);
     }
@@ -537,12 +590,12 @@ where
         if let Some(finding) = mismatch() {
             return model_review::mismatch_verdict(finding);
         }
-        return ask_model(&config, call, with.related, ask);
+        return ask_model(&config, request, with.related, ask);
     }
     if request.annotations.destructive == Some(true) {
         return deny(
             &config,
-            format!("{subject} is marked destructive and no allow rule covers it"),
+            subject.sentence("", " is marked destructive and no allow rule covers it"),
             Risk::High,
         );
     }
@@ -550,12 +603,16 @@ where
         return model_review::mismatch_verdict(finding);
     }
     if request.annotations.read_only == Some(true) {
-        return allow(format!("{subject} is marked read-only"), Risk::Low);
+        return allow(subject.sentence("", " is marked read-only"), Risk::Low);
     }
     match config.default {
-        Fallback::Deny => deny(&config, format!("no rule allows {subject}"), Risk::Medium),
+        Fallback::Deny => deny(
+            &config,
+            subject.sentence("no rule allows ", ""),
+            Risk::Medium,
+        ),
         Fallback::Allow => allow(
-            format!("{subject} is allowed by the default rule"),
+            subject.sentence("", " is allowed by the default rule"),
             Risk::Medium,
         ),
     }
@@ -566,14 +623,14 @@ where
 /// verdict on the answer.
 fn ask_model<F>(
     config: &Config<'_>,
-    call: &ReviewedCall,
+    call: &ToolCallReview<'_>,
     related: Option<&RelatedCall<'_>>,
     ask: F,
 ) -> Verdict
 where
     F: FnOnce(&CompletionRequest) -> Result<Completion, ModelError>,
 {
-    let action = match model_review::planned_action_for(call, related) {
+    let action = match model_review::planned_action_of(call, related) {
         Ok(action) => action,
         // The related call's arguments are not JSON: fail closed, unasked.
         Err(why) => return model_review::review_failed(&why, config.denial_instructions()),
@@ -582,32 +639,63 @@ where
     model_review::decide(ask(&request), config.denial_instructions())
 }
 
-fn describe(request: &ToolCallReview) -> String {
-    let mut subject = String::with_capacity(64);
-    for part in [
-        "tool `",
-        &request.tool_name,
-        "` on server `",
-        &request.server,
-        "`",
-    ] {
-        subject.push_str(part);
-    }
-    if let Some(connector) = request
-        .connector_name
-        .as_ref()
-        .or(request.connector_id.as_ref())
-    {
-        for part in [" (connector `", connector, "`)"] {
-            subject.push_str(part);
+/// How a rationale names the tool call: "tool `read_file` on server
+/// `docs`", then the connector (its name, else its id) and the tool's title
+/// when known.
+struct Subject<'r> {
+    /// The text, in pieces; the unused ones are empty.
+    parts: [&'r str; 11],
+}
+
+impl<'r> Subject<'r> {
+    fn of(request: &'r ToolCallReview) -> Self {
+        let connector = request
+            .connector_name
+            .as_deref()
+            .or(request.connector_id.as_deref());
+        let (connector_open, connector, connector_close) = match connector {
+            Some(connector) => (" (connector `", connector, "`)"),
+            None => ("", "", ""),
+        };
+        let (title_open, title, title_close) = match request.tool_title.as_deref() {
+            Some(title) => (" [", title, "]"),
+            None => ("", "", ""),
+        };
+        Subject {
+            parts: [
+                "tool `",
+                &request.tool_name,
+                "` on server `",
+                &request.server,
+                "`",
+                connector_open,
+                connector,
+                connector_close,
+                title_open,
+                title,
+                title_close,
+            ],
         }
     }
-    if let Some(title) = &request.tool_title {
-        for part in [" [", title, "]"] {
-            subject.push_str(part);
-        }
+
+    /// `before`, the subject, then `after`, as one string (built in one
+    /// allocation: these texts are made on every review).
+    fn sentence(&self, before: &str, after: &str) -> String {
+        let mut pieces = [""; 13];
+        pieces[0] = before;
+        pieces[1..12].copy_from_slice(&self.parts);
+        pieces[12] = after;
+        concat(&pieces)
     }
-    subject
+}
+
+/// The pieces as one string, allocated once at its final length.
+fn concat(pieces: &[&str]) -> String {
+    let mut text = String::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+    for piece in pieces {
+        text.push_str(piece);
+    }
+    text
 }
 
 fn allow(rationale: String, risk: Risk) -> Verdict {
@@ -620,10 +708,12 @@ fn allow(rationale: String, risk: Risk) -> Verdict {
 }
 
 fn deny(config: &Config<'_>, rationale: String, risk: Risk) -> Verdict {
-    let message = format!(
-        "This action was rejected due to unacceptable risk.\nReason: {rationale}\n{}",
-        config.denial_instructions()
-    );
+    let message = concat(&[
+        "This action was rejected due to unacceptable risk.\nReason: ",
+        &rationale,
+        "\n",
+        config.denial_instructions(),
+    ]);
     Verdict {
         decision: Decision::Decline(Some(message)),
         rationale: Some(rationale),
@@ -672,11 +762,21 @@ fn form_without_properties(mode: Mode<'_>) -> bool {
     crate::meta::has_no_properties(requested_schema)
 }
 
-fn non_blank(value: Option<&str>) -> Option<String> {
+/// The text trimmed, if anything is left, borrowed.
+fn non_blank(value: Option<&str>) -> Option<Cow<'_, str>> {
     value
         .map(str::trim)
         .filter(|value| !value.is_empty())
-        .map(str::to_owned)
+        .map(Cow::Borrowed)
+}
+
+/// [`non_blank`] of a text that may be the reader's own (a JSON string with
+/// escapes): borrowed where it was.
+fn non_blank_text(value: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
+    match value? {
+        Cow::Borrowed(text) => non_blank(Some(text)),
+        Cow::Owned(text) => non_blank(Some(&text)).map(|text| Cow::Owned(text.into_owned())),
+    }
 }
 
 // An explicit path: the model guardian compiles this file from another

@@ -51,8 +51,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::config::Config;
-use crate::input::ReviewedCall;
 use crate::input::{Annotations, Decision, Risk, Verdict};
+use crate::input::{ReviewedCall, ToolCallReview};
 use crate::meta::{TOOL_NAME_KEY, TOOL_PARAMS_KEY};
 
 /// The output-token cap asked of the model by default
@@ -401,20 +401,28 @@ pub fn planned_action_for(
     call: &ReviewedCall,
     related: Option<&RelatedCall<'_>>,
 ) -> Result<String, String> {
+    planned_action_of(&call.0, related)
+}
+
+/// [`planned_action_for`] the call under review.
+pub(crate) fn planned_action_of(
+    call: &ToolCallReview<'_>,
+    related: Option<&RelatedCall<'_>>,
+) -> Result<String, String> {
     let tool_params = call
         .tool_params()
         .map_err(|error| format!("_meta is not a JSON object: {error}"))?;
     let arguments = action_arguments(tool_params, related)?;
     Ok(planned_action(&ToolCallAction {
-        server: call.server(),
-        tool_name: call.tool_name(),
+        server: &call.server,
+        tool_name: &call.tool_name,
         arguments: &arguments,
-        connector_id: call.connector_id(),
-        connector_name: call.connector_name(),
-        connector_description: call.connector_description(),
-        tool_title: call.tool_title(),
-        tool_description: call.tool_description(),
-        annotations: call.annotations().into(),
+        connector_id: call.connector_id.as_deref(),
+        connector_name: call.connector_name.as_deref(),
+        connector_description: call.connector_description.as_deref(),
+        tool_title: call.tool_title.as_deref(),
+        tool_description: call.tool_description.as_deref(),
+        annotations: call.annotations.into(),
     }))
 }
 

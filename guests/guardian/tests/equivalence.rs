@@ -7,6 +7,8 @@
 
 mod reference;
 
+use std::cell::Cell;
+
 use gatehouse_guardian::input::{
     Annotations, Catalog, CatalogTool, Input, Mode, Policy, RequestId, Reviewer,
 };
@@ -221,6 +223,29 @@ fn check(config: &str, input: &Input<'_>) {
         serde_json::from_str::<serde_json::Value>(&text).expect("JSON")
     });
     assert_eq!(action, expected.request, "{}", what());
+
+    // The component's review, which keeps the call only for its debug log:
+    // the same decision, no call kept, and the question asked exactly when
+    // there was a call to keep.
+    ASKED.with(|asked| asked.set(0));
+    let lean = logic::review_with_call_keeping(config, input, None, keep_nothing);
+    assert_eq!(lean.decision, actual.decision, "{}", what());
+    assert_eq!(lean.rationale, actual.rationale, "{}", what());
+    assert_eq!(lean.risk, actual.risk, "{}", what());
+    assert_eq!(lean.request, None, "{}", what());
+    let asked = ASKED.with(Cell::get);
+    assert_eq!(asked, usize::from(actual.request.is_some()), "{}", what());
+}
+
+thread_local! {
+    /// How often [`keep_nothing`] was asked on this thread.
+    static ASKED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A `keep_call` that counts the question and keeps nothing.
+fn keep_nothing() -> bool {
+    ASKED.with(|asked| asked.set(asked.get() + 1));
+    false
 }
 
 fn base<'a>(meta: Option<&'a str>, mode: Mode<'a>) -> Input<'a> {
