@@ -532,6 +532,72 @@ fn bench_measures_fresh_instance_reviews() {
     assert_eq!(report["comparison"], Value::Null);
 }
 
+/// Runs gatehouse with `args` and returns its output and the path of the
+/// perf map it would write (`/tmp/perf-<its pid>.map`).
+fn gatehouse_with_pid(args: &[&str]) -> (Output, PathBuf) {
+    let child = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(args)
+        .env("XDG_CACHE_HOME", crate::paths::cache_home())
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gatehouse runs");
+    let map = PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+    (child.wait_with_output().expect("gatehouse ends"), map)
+}
+
+/// The perf map (a file at a path any local user can predict) is written
+/// only when `bench --perf-map` asks for it: not by `bench` without it, nor
+/// by `review`; with it, it names the guardian's functions and the report
+/// says where.
+#[test]
+fn only_bench_perf_map_writes_the_perf_map() {
+    let guardian = guest("gatehouse_guardian");
+    let module = guardian.to_str().expect("a UTF-8 path");
+    let bench = ["bench", module, "--duration", "0.1", "--format", "json"];
+
+    let (output, map) = gatehouse_with_pid(&bench);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["perf_map"], Value::Null, "{report:#}");
+    assert!(
+        !map.exists(),
+        "bench without --perf-map wrote {}",
+        map.display()
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let request = write(
+        &dir,
+        "request.json",
+        &json!({
+            "message": "Allow?",
+            "requestedSchema": {"type": "object", "properties": {}},
+            "_meta": {"codex_request_type": "approval_request",
+                      "codex_approval_kind": "mcp_tool_call", "tool_name": "read_file"}
+        }),
+    );
+    let (output, map) = gatehouse_with_pid(&["review", "--module", module, "--request", &request]);
+    assert!(output.status.code().is_some(), "{output:?}");
+    assert!(!map.exists(), "review wrote {}", map.display());
+
+    let (output, map) = gatehouse_with_pid(&[&bench[..], &["--perf-map"]].concat());
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["perf_map"].as_str(), map.to_str(), "{report:#}");
+    let text = std::fs::read_to_string(&map).expect("the perf map is written");
+    let _ = std::fs::remove_file(&map);
+    let functions = text
+        .lines()
+        .filter(|line| line.contains("::function["))
+        .count();
+    assert!(
+        functions >= 100,
+        "{functions} guest functions named:\n{text}"
+    );
+}
+
 #[test]
 fn bench_loads_through_a_compile_cache_and_reports_the_load() {
     let dir = tempfile::tempdir().expect("tempdir");
