@@ -274,6 +274,44 @@ async fn the_compile_cache_is_used_on_the_second_load() {
     assert!(std::fs::metadata(&artifact).expect("rewritten").len() > 1000);
 }
 
+/// Loads of one module that overlap (a reload while the first chain still
+/// loads, two chains naming it) compile it once: the others take that
+/// compile, and every load reviews.
+#[test]
+fn overlapping_loads_of_a_module_compile_it_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = std::fs::read(guest("gatehouse_guardian")).expect("read");
+    for cache in [Some(dir.path().join("cache")), None] {
+        let mut sandbox = Sandbox::builder();
+        if let Some(cache) = &cache {
+            sandbox = sandbox.compile_cache(cache);
+        }
+        let sandbox = sandbox.build().expect("sandbox");
+        let loads = 4;
+        let started = std::sync::Barrier::new(loads);
+        std::thread::scope(|scope| {
+            for _ in 0..loads {
+                scope.spawn(|| {
+                    started.wait();
+                    let module = sandbox
+                        .load_bytes("g", "g.wasm", &bytes, None)
+                        .expect("every load succeeds");
+                    assert!(module.describe().is_ok());
+                });
+            }
+        });
+        let counts = sandbox.compile_counts();
+        let compiled = if cache.is_some() {
+            counts.compiled
+        } else {
+            counts.in_memory
+        };
+        assert_eq!(compiled, 1, "cache {cache:?}: {counts:?}");
+        assert_eq!(counts.joined, 3, "cache {cache:?}: {counts:?}");
+        assert_eq!(counts.hits, 0, "cache {cache:?}: {counts:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elicitation_settings_reload_with_the_chain() {
     let fixture = fixture();

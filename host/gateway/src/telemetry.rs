@@ -206,6 +206,7 @@ pub fn levels(
     levels.total(&COMPILE_CACHE, &["hit"], compiles.hits);
     levels.total(&COMPILE_CACHE, &["miss"], compiles.compiled);
     levels.total(&COMPILE_CACHE, &["off"], compiles.in_memory);
+    levels.total(&COMPILE_CACHE, &["joined"], compiles.joined);
     levels.total(&COMPILED_FUNCTIONS, &["reused"], compiles.functions_reused);
     levels.total(
         &COMPILED_FUNCTIONS,

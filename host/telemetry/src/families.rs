@@ -159,7 +159,7 @@ families! {
         "Modules in the running chain: mode is live or shadow.";
     /// The compile cache.
     COMPILE_CACHE = "gatehouse_compile_cache", Counter, None, ["result"],
-        "Module loads by compile-cache result: hit, miss (compiled and stored) or off (compiled in memory).";
+        "Module loads by compile-cache result: hit, miss (compiled and stored), off (compiled in memory) or joined (took a compile of the same module another load had started).";
     /// Functions of compiled modules, by where they came from.
     COMPILED_FUNCTIONS = "gatehouse_compiled_functions", Counter, None, ["result"],
         "Functions of the modules compiled through the compile cache: result is reused (kept from an earlier compile of the same code) or compiled.";

@@ -474,6 +474,9 @@ pub struct CompileCounts {
     pub compiled: u64,
     /// Compiled in memory: the sandbox has no cache.
     pub in_memory: u64,
+    /// Taken from a compile of the same module that another load had
+    /// already started (loads that overlap compile a module once).
+    pub joined: u64,
     /// Functions of the modules [`compiled`](Self::compiled) that were
     /// taken from the cache's compiled functions (the same code seen in an
     /// earlier build) rather than compiled.
@@ -488,6 +491,7 @@ pub(crate) struct Counters {
     pub(crate) hits: std::sync::atomic::AtomicU64,
     pub(crate) compiled: std::sync::atomic::AtomicU64,
     pub(crate) in_memory: std::sync::atomic::AtomicU64,
+    pub(crate) joined: std::sync::atomic::AtomicU64,
 }
 
 impl Counters {
@@ -497,6 +501,7 @@ impl Counters {
             hits: self.hits.load(Relaxed),
             compiled: self.compiled.load(Relaxed),
             in_memory: self.in_memory.load(Relaxed),
+            joined: self.joined.load(Relaxed),
             functions_reused: 0,
             functions_compiled: 0,
         }

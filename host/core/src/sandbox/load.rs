@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
+use super::compiling::Took;
 use super::module::{Prepared, ReviewerModule};
 use super::{
     Limits, MEMORIES_PER_COMPONENT, ModuleLimits, Shared, TABLES_PER_COMPONENT, WasiPolicy,
@@ -261,8 +262,24 @@ pub(crate) fn load(
     ))
 }
 
-/// Compiles `bytes`, through the on-disk cache when the sandbox has one.
+/// Compiles `bytes`, through the on-disk cache when the sandbox has one; a
+/// load of the same module (`digest`) that overlaps a running compile of it
+/// takes that compile's result ([`super::compiling`]).
 pub(crate) fn compile(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
+    let (result, took) = shared
+        .compiling
+        .once(digest, || compile_alone(shared, bytes, digest));
+    if took == Took::Joined {
+        shared
+            .compiles
+            .joined
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    result
+}
+
+/// [`compile`], this load on its own.
+fn compile_alone(shared: &Shared, bytes: &[u8], digest: &str) -> wasmtime::Result<Component> {
     use std::sync::atomic::Ordering::Relaxed;
     let Some(cache) = &shared.compile_cache else {
         shared.compiles.in_memory.fetch_add(1, Relaxed);

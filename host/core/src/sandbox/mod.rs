@@ -13,6 +13,7 @@
 mod blocking;
 mod cache;
 mod capabilities;
+mod compiling;
 mod functions;
 mod granted;
 mod instances;
@@ -109,6 +110,7 @@ pub(crate) struct Shared {
     pub(crate) compile_cache: Option<cache::CompileCache>,
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) compiles: cache::Counters,
+    pub(crate) compiling: compiling::Compiling,
     resets_in_place: bool,
     perf_map: bool,
     _ticker: EpochTicker,
@@ -370,6 +372,7 @@ impl Sandbox {
                 compile_cache,
                 in_flight,
                 compiles: cache::Counters::default(),
+                compiling: compiling::Compiling::default(),
                 resets_in_place,
                 perf_map,
                 _ticker: ticker,
