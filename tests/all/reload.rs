@@ -300,15 +300,19 @@ fn overlapping_loads_of_a_module_compile_it_once() {
                 });
             }
         });
+        // The loads start together and a compile takes a few hundred
+        // milliseconds, so all of them normally join the first; one the
+        // scheduler held back past its end takes the artifact (or, with no
+        // cache, compiles again). Before, each load compiled: none joined.
         let counts = sandbox.compile_counts();
-        let compiled = if cache.is_some() {
-            counts.compiled
+        let what = format!("cache {cache:?}: {counts:?}");
+        assert!(counts.joined >= 1, "{what}");
+        if cache.is_some() {
+            assert_eq!(counts.compiled, 1, "{what}");
+            assert_eq!(counts.joined + counts.hits, 3, "{what}");
         } else {
-            counts.in_memory
-        };
-        assert_eq!(compiled, 1, "cache {cache:?}: {counts:?}");
-        assert_eq!(counts.joined, 3, "cache {cache:?}: {counts:?}");
-        assert_eq!(counts.hits, 0, "cache {cache:?}: {counts:?}");
+            assert_eq!(counts.in_memory + counts.joined, 4, "{what}");
+        }
     }
 }
 

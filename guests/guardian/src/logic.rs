@@ -160,8 +160,9 @@ pub fn review_with_call(
 
 /// [`review_with_call`], keeping the tool call the verdict was reached on
 /// ([`Verdict::request`]) only if `keep_call` says to: it is asked once, and
-/// only when the review reached a tool call. Without it the review copies
-/// nothing out of the request: the verdict's own texts are all it allocates.
+/// only when the review reached a tool call. Without it the review copies no
+/// text out of the request (but a JSON string with escapes, which it must
+/// unescape): the verdict's own texts are most of what it allocates.
 /// The component asks whether its debug log, the one reader of the call, is
 /// on.
 ///

@@ -110,8 +110,9 @@ struct Ending<'a> {
 
 impl Ending<'_> {
     fn end(self, result: Result<Component, String>) {
-        self.finish(Some(result));
-        std::mem::forget(self);
+        // Never dropped: `finish` runs once, even if it were to panic.
+        let ending = std::mem::ManuallyDrop::new(self);
+        ending.finish(Some(result));
     }
 
     fn finish(&self, result: Option<Result<Component, String>>) {
