@@ -43,7 +43,7 @@ fn the_perf_map_names_guest_functions_compiled_or_cached() {
         .compile_cache(&dir)
         .build()
         .expect("a sandbox");
-    assert!(!plain.writes_perf_map());
+    assert_eq!(plain.perf_map_path(), None);
     plain
         .load_file(&template, None)
         .expect("the template loads");
@@ -56,7 +56,7 @@ fn the_perf_map_names_guest_functions_compiled_or_cached() {
         .perf_map(true)
         .build()
         .expect("a sandbox that names its functions");
-    assert!(named.writes_perf_map());
+    assert_eq!(named.perf_map_path(), Some(map.clone()));
     named
         .load_file(&template, None)
         .expect("the template loads");

@@ -177,8 +177,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let perf_map = sandbox
-        .writes_perf_map()
-        .then(|| format!("/tmp/perf-{}.map", std::process::id()));
+        .perf_map_path()
+        .map(|path| path.display().to_string());
     match args.format {
         Format::Text => {
             println!(

@@ -248,7 +248,9 @@ impl SandboxBuilder {
     /// use gatehouse_core::sandbox::Sandbox;
     ///
     /// let sandbox = Sandbox::builder().perf_map(true).build()?;
-    /// assert!(sandbox.writes_perf_map());
+    /// let map = sandbox.perf_map_path().expect("the map is written");
+    /// assert!(map.starts_with("/tmp"));
+    /// assert_eq!(Sandbox::builder().build()?.perf_map_path(), None);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn perf_map(mut self, on: bool) -> Self {
@@ -393,10 +395,13 @@ impl Sandbox {
         self.shared.resets_in_place
     }
 
-    /// Whether guest functions are named in `/tmp/perf-<pid>.map`
+    /// The file guest functions are named in, `/tmp/perf-<pid>.map` (the
+    /// path Linux `perf` reads), when the sandbox writes it
     /// ([`SandboxBuilder::perf_map`]).
-    pub fn writes_perf_map(&self) -> bool {
-        self.shared.perf_map
+    pub fn perf_map_path(&self) -> Option<PathBuf> {
+        self.shared
+            .perf_map
+            .then(|| PathBuf::from(format!("/tmp/perf-{}.map", std::process::id())))
     }
 
     /// The WASI policy guests are linked against.
