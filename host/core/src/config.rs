@@ -68,6 +68,13 @@ pub struct ReviewConfig {
     /// `.gatehouse/compiled`).
     #[serde(default)]
     pub compile_cache: Option<PathBuf>,
+    /// The most bytes the compile cache may hold; storing a newly compiled
+    /// module removes the least recently used others until all fit (default
+    /// [`ReviewConfig::DEFAULT_COMPILE_CACHE_MAX_BYTES`], 1 GiB). Every swap
+    /// to a new build adds one, so without a bound the cache grows for as
+    /// long as modules are swapped.
+    #[serde(default)]
+    pub compile_cache_max_bytes: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -75,6 +82,25 @@ fn yes() -> bool {
 }
 
 impl ReviewConfig {
+    /// The compile cache's bound unless `compile_cache_max_bytes` says
+    /// otherwise: 1 GiB, the authoring commands' own cache's.
+    pub const DEFAULT_COMPILE_CACHE_MAX_BYTES: u64 = 1 << 30;
+
+    /// `compile_cache_max_bytes`, the default filled in.
+    ///
+    /// ```
+    /// use gatehouse_core::config::ReviewConfig;
+    /// assert_eq!(ReviewConfig::default().compile_cache_max_bytes(), 1 << 30);
+    /// let review: ReviewConfig =
+    ///     serde_json::from_value(serde_json::json!({"compile_cache_max_bytes": 4096}))?;
+    /// assert_eq!(review.compile_cache_max_bytes(), 4096);
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn compile_cache_max_bytes(&self) -> u64 {
+        self.compile_cache_max_bytes
+            .unwrap_or(Self::DEFAULT_COMPILE_CACHE_MAX_BYTES)
+    }
+
     /// The section's limits, defaults filled in, with room in the pool for
     /// every module's own limits: what a sandbox for this chain is built
     /// with.
@@ -106,6 +132,7 @@ impl Default for ReviewConfig {
             modules: Vec::new(),
             verify_contract: true,
             compile_cache: None,
+            compile_cache_max_bytes: None,
         }
     }
 }

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use gatehouse_core::config::ReviewConfig;
+use gatehouse_core::sandbox::{Sandbox, SandboxBuilder};
 use gatehouse_mcp::discovery::{TRUST_FILE_NAME, TrustMode};
 use gatehouse_mcp::server_config::{RawServer, ServerConfig, ServerConfigError};
 
@@ -429,6 +430,32 @@ pub struct RootConfig {
 }
 
 impl Config {
+    /// The sandbox this config's chain runs in, as `gatehouse serve` builds
+    /// it: `[review.limits]` with room for every module's own limits, and
+    /// the compile cache ([`Config::compile_cache_dir`]) bounded by
+    /// `[review] compile_cache_max_bytes`. The conformance kit that checks
+    /// a module before a swap is built from it too, so what the kit compiles
+    /// the swap finds compiled.
+    ///
+    /// ```
+    /// use gatehouse_gateway::config::Config;
+    ///
+    /// let dir = std::env::temp_dir().join("gatehouse-doc-sandbox-builder");
+    /// std::fs::create_dir_all(&dir)?;
+    /// let file = dir.join("gatehouse.toml");
+    /// std::fs::write(&file, "[review]\ncompile_cache_max_bytes = 4096\n")?;
+    /// let config = Config::load(&file)?;
+    /// let sandbox = config.sandbox_builder().build()?;
+    /// assert_eq!(sandbox.compile_cache_dir(), Some(dir.join(".gatehouse/compiled").as_path()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sandbox_builder(&self) -> SandboxBuilder {
+        Sandbox::builder()
+            .limits(self.review.to_limits())
+            .compile_cache(self.compile_cache_dir())
+            .compile_cache_max_bytes(self.review.compile_cache_max_bytes())
+    }
+
     /// The compiled-module cache directory.
     pub fn compile_cache_dir(&self) -> PathBuf {
         self.base_dir().join(

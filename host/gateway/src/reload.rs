@@ -105,6 +105,18 @@ pub struct Reloader {
     /// a newer chain. Builds run side by side; only the swap takes the lock.
     builds_started: std::sync::atomic::AtomicU64,
     last_swapped: std::sync::Mutex<u64>,
+    /// The compile cache's directory and bound in the config the sandbox was
+    /// built from: a reload that changes them is told they wait for a
+    /// restart.
+    compile_cache: (PathBuf, u64),
+}
+
+/// The compile cache's directory and bound `config` asks for.
+fn compile_cache_of(config: &Config) -> (PathBuf, u64) {
+    (
+        config.compile_cache_dir(),
+        config.review.compile_cache_max_bytes(),
+    )
 }
 
 impl std::fmt::Debug for Reloader {
@@ -125,6 +137,7 @@ impl Reloader {
         router: Arc<Router>,
     ) -> Self {
         Reloader {
+            compile_cache: compile_cache_of(&config.current()),
             config,
             sandbox,
             kit,
@@ -181,6 +194,11 @@ impl Reloader {
         if settings.audit_sync != current.audit_sync {
             tracing::warn!(
                 "elicitations.audit_sync changed; the audit log keeps syncing as it did until a restart"
+            );
+        }
+        if self.compile_cache != compile_cache_of(&config) {
+            tracing::warn!(
+                "review.compile_cache or review.compile_cache_max_bytes changed; the compile cache stays as it was opened until a restart"
             );
         }
         let settings_changed = *current != settings;

@@ -378,14 +378,11 @@ pub fn check_candidates(
         };
         let bytes = store.get(&pulled.layer_digest)?;
         let source = format!("{shown}@{}", pulled.manifest_digest);
-        let kit = gatehouse_conformance::Kit::with_compile_cache(
-            config.review.to_limits(),
-            // The serving sandbox's cache: what the kit compiles, the swap
-            // finds compiled.
-            config.compile_cache_dir(),
-        )?
-        .with_module_limits(spec.module_limits())
-        .with_module_config(spec.config_json());
+        // The serving sandbox's cache: what the kit compiles, the swap
+        // finds compiled.
+        let kit = gatehouse_conformance::Kit::from_builder(config.sandbox_builder())?
+            .with_module_limits(spec.module_limits())
+            .with_module_config(spec.config_json());
         let report = kit.run(&source, &bytes, gatehouse_conformance::Suite::All, extra);
         if !report.passed() {
             let failures = report.failures_line();

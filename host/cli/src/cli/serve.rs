@@ -8,7 +8,6 @@ use anyhow::Context;
 use gatehouse_audit::AuditLog;
 use gatehouse_conformance::Kit;
 use gatehouse_core::chain::Chain;
-use gatehouse_core::sandbox::Sandbox;
 use gatehouse_gateway::config_file::{ConfigFile, Reread};
 use gatehouse_gateway::http::HttpServer;
 use gatehouse_gateway::reload::Reloader;
@@ -102,12 +101,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     // Room in the pool for every module's own limits; a reload asking for
-    // more is refused with what to do.
+    // more is refused with what to do. The compile cache is bounded: every
+    // swap to a new build stores one more compiled module.
     let limits = config.review.to_limits();
-    let sandbox = Sandbox::builder()
-        .limits(limits.clone())
-        .compile_cache(config.compile_cache_dir())
-        .build()?;
+    let sandbox = config.sandbox_builder().build()?;
     // This process among those serving the config: its control socket and
     // every audit line it writes carry the id.
     let instance = gatehouse_gateway::instance::new_id();
@@ -167,10 +164,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let kit = if config.review.verify_contract {
         // The same cache as the sandbox: a module is compiled once, not
         // once more for each of the kit's two sandboxes.
-        Some(Kit::with_compile_cache(
-            limits.clone(),
-            config.compile_cache_dir(),
-        )?)
+        Some(Kit::from_builder(config.sandbox_builder())?)
     } else {
         None
     };

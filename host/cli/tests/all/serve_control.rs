@@ -88,6 +88,16 @@ impl Served {
     }
 }
 
+/// `gatehouse reload` off the runtime; what it said, once it said `ok`.
+async fn reloaded(config: &Path) -> String {
+    let config = config.to_path_buf();
+    let (ok, said) = tokio::task::spawn_blocking(move || reload(&config))
+        .await
+        .expect("join");
+    assert!(ok, "{said}");
+    said
+}
+
 /// Calls `delete_branch`, which the guardian declines, and so one record.
 async fn delete(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>, branch: &str) {
     let arguments = json!({ "branch": branch });
@@ -151,13 +161,7 @@ async fn sighup_and_gatehouse_reload_reopen_the_audit_log_after_a_rename() {
     // `gatehouse reload` does the same, and says so.
     let second = dir.path().join("audit.jsonl.2");
     std::fs::rename(&audit, &second).expect("mv");
-    let (ok, said) = tokio::task::spawn_blocking({
-        let config = config.clone();
-        move || reload(&config)
-    })
-    .await
-    .expect("join");
-    assert!(ok, "{said}");
+    let said = reloaded(&config).await;
     assert!(said.contains("audit log reopened"), "{said}");
     delete(&client, "four").await;
     assert_eq!(records(&second).len(), 1);
@@ -290,4 +294,77 @@ async fn status_names_each_instance_its_chain_and_its_backends() {
         "{said}"
     );
     assert_eq!(said.matches("backend git: connected").count(), 2, "{said}");
+}
+
+/// The sha256 names of the compiled modules in `dir`'s compile cache.
+fn cached_digests(dir: &Path) -> Vec<String> {
+    let mut digests: Vec<String> = std::fs::read_dir(dir.join(".gatehouse/compiled"))
+        .expect("the compile cache")
+        .filter_map(|entry| {
+            let name = entry.expect("entry").file_name();
+            let name = name.to_str()?.strip_suffix(".cwasm")?.to_owned();
+            Some(name.split_once('-')?.0.to_owned())
+        })
+        .collect();
+    digests.sort();
+    digests
+}
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(std::fs::read(path).expect("module")))
+}
+
+/// `[review] compile_cache_max_bytes` bounds what `serve` keeps compiled:
+/// every swap to a new build stores one more artifact, and storing it drops
+/// the least recently used, here the module the chain swapped away from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_compile_cache_drops_the_module_a_swap_left() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config(dir.path());
+    let served_text = std::fs::read_to_string(&config).expect("config");
+    // A bound below one artifact: only the one stored last stays.
+    std::fs::write(
+        &config,
+        format!("[review]\ncompile_cache_max_bytes = 1\n\n{served_text}"),
+    )
+    .expect("bound the cache");
+    let served = Served::start(&config);
+    let swapped = "reviewer chain and settings swapped";
+    wait_for("the first chain never loaded", || {
+        served.logged(swapped) == 1
+    })
+    .await;
+    let guardian = crate::paths::guest("gatehouse_guardian");
+    assert_eq!(cached_digests(dir.path()), [sha256_of(&guardian)]);
+
+    let allowlist = crate::paths::guest("gatehouse_allowlist");
+    let swapped_text = std::fs::read_to_string(&config).expect("config").replace(
+        &format!("{:?}", guardian.display().to_string()),
+        &format!("{:?}", allowlist.display().to_string()),
+    );
+    assert!(swapped_text.contains("gatehouse_allowlist.wasm"));
+    std::fs::write(&config, swapped_text).expect("swap modules");
+    reloaded(&config).await;
+    assert_eq!(
+        cached_digests(dir.path()),
+        [sha256_of(&allowlist)],
+        "the guardian's artifact went when the allowlist's was stored"
+    );
+
+    let waits = "the compile cache stays as it was opened until a restart";
+    assert_eq!(served.logged(waits), 0, "the bound did not change");
+    // The cache was opened at start: a new bound waits for a restart, and
+    // the reload says so.
+    let rebound = std::fs::read_to_string(&config).expect("config").replace(
+        "compile_cache_max_bytes = 1\n",
+        "compile_cache_max_bytes = 4096\n",
+    );
+    std::fs::write(&config, rebound).expect("rebound");
+    reloaded(&config).await;
+    wait_for(
+        "the reload never said the cache waits for a restart",
+        || served.logged("the compile cache stays as it was opened until a restart") == 1,
+    )
+    .await;
 }

@@ -193,6 +193,11 @@ impl CompileCache {
         &self.dir
     }
 
+    /// The most bytes the artifacts may take in all, if bounded.
+    pub(crate) fn max_bytes(&self) -> Option<u64> {
+        self.max_bytes
+    }
+
     /// The store of compiled functions in this cache, for
     /// [`wasmtime::Config::enable_incremental_compilation`].
     pub(crate) fn functions(&self) -> &Arc<CompiledFunctions> {

@@ -415,6 +415,26 @@ impl Sandbox {
         self.shared.compile_cache.as_ref().map(|cache| cache.dir())
     }
 
+    /// The most bytes the compile cache may hold
+    /// ([`SandboxBuilder::compile_cache_max_bytes`]), or `None` when it is
+    /// unbounded or there is no cache.
+    ///
+    /// ```
+    /// use gatehouse_core::sandbox::Sandbox;
+    ///
+    /// let dir = std::env::temp_dir().join("gatehouse-doc-cache-bound");
+    /// let sandbox = Sandbox::builder().compile_cache(dir).compile_cache_max_bytes(1 << 20).build()?;
+    /// assert_eq!(sandbox.compile_cache_max_bytes(), Some(1 << 20));
+    /// assert_eq!(Sandbox::builder().build()?.compile_cache_max_bytes(), None);
+    /// # Ok::<(), gatehouse_core::sandbox::SandboxError>(())
+    /// ```
+    pub fn compile_cache_max_bytes(&self) -> Option<u64> {
+        self.shared
+            .compile_cache
+            .as_ref()
+            .and_then(|cache| cache.max_bytes())
+    }
+
     /// How the modules loaded so far were compiled: taken from the compile
     /// cache, compiled and stored in it, or compiled in memory (no cache);
     /// and of the functions compiled through the cache, how many were taken
