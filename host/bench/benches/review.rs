@@ -96,6 +96,12 @@ fn bench(c: &mut Criterion) {
     group.bench_function("native logic", |b| {
         b.iter(|| gatehouse_guardian::logic::review(CONFIG, &input))
     });
+    // What `gatehouse bench` runs in the sandbox: the empty config, which
+    // declines the sample. Beside the sandboxed review of the same, it says
+    // what the guardian's own work costs outside the sandbox.
+    group.bench_function("native logic, empty config", |b| {
+        b.iter(|| gatehouse_guardian::logic::review("{}", &input))
+    });
 
     // `iters` reviews shared out among the workers; the time per element is
     // wall time over all of them, so `thrpt` is reviews/s of all workers.
