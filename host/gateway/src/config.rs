@@ -440,13 +440,16 @@ impl Config {
     /// ```
     /// use gatehouse_gateway::config::Config;
     ///
-    /// let dir = std::env::temp_dir().join("gatehouse-doc-sandbox-builder");
-    /// std::fs::create_dir_all(&dir)?;
-    /// let file = dir.join("gatehouse.toml");
+    /// let dir = tempfile::tempdir()?;
+    /// let file = dir.path().join("gatehouse.toml");
     /// std::fs::write(&file, "[review]\ncompile_cache_max_bytes = 4096\n")?;
     /// let config = Config::load(&file)?;
     /// let sandbox = config.sandbox_builder().build()?;
-    /// assert_eq!(sandbox.compile_cache_dir(), Some(dir.join(".gatehouse/compiled").as_path()));
+    /// assert_eq!(
+    ///     sandbox.compile_cache_dir(),
+    ///     Some(dir.path().join(".gatehouse/compiled").as_path())
+    /// );
+    /// assert_eq!(sandbox.compile_cache_max_bytes(), Some(4096));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn sandbox_builder(&self) -> SandboxBuilder {

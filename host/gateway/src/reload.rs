@@ -105,10 +105,10 @@ pub struct Reloader {
     /// a newer chain. Builds run side by side; only the swap takes the lock.
     builds_started: std::sync::atomic::AtomicU64,
     last_swapped: std::sync::Mutex<u64>,
-    /// The compile cache's directory and bound in the config the sandbox was
-    /// built from: a reload that changes them is told they wait for a
-    /// restart.
-    compile_cache: (PathBuf, u64),
+    /// The compile cache's directory and bound in the config last built
+    /// (at first, the one the sandbox was built from): a build that finds
+    /// them changed says, once, that they wait for a restart.
+    compile_cache: std::sync::Mutex<(PathBuf, u64)>,
 }
 
 /// The compile cache's directory and bound `config` asks for.
@@ -137,7 +137,7 @@ impl Reloader {
         router: Arc<Router>,
     ) -> Self {
         Reloader {
-            compile_cache: compile_cache_of(&config.current()),
+            compile_cache: std::sync::Mutex::new(compile_cache_of(&config.current())),
             config,
             sandbox,
             kit,
@@ -196,10 +196,19 @@ impl Reloader {
                 "elicitations.audit_sync changed; the audit log keeps syncing as it did until a restart"
             );
         }
-        if self.compile_cache != compile_cache_of(&config) {
-            tracing::warn!(
-                "review.compile_cache or review.compile_cache_max_bytes changed; the compile cache stays as it was opened until a restart"
-            );
+        {
+            // Nothing in here panics; a poisoned lock still holds the value.
+            let mut seen = self
+                .compile_cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let asked = compile_cache_of(&config);
+            if *seen != asked {
+                tracing::warn!(
+                    "review.compile_cache or review.compile_cache_max_bytes changed; the compile cache stays as it was opened until a restart"
+                );
+                *seen = asked;
+            }
         }
         let settings_changed = *current != settings;
         {

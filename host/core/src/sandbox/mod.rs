@@ -208,8 +208,9 @@ impl SandboxBuilder {
     }
 
     /// Bounds the [compile cache](Self::compile_cache) to `bytes` of
-    /// artifacts in all (default: unbounded, right for a gateway's own
-    /// cache, which holds the modules its config names). Each time a module
+    /// artifacts in all (default: unbounded; `gatehouse serve` bounds its
+    /// cache with `[review] compile_cache_max_bytes`, since every swap to a
+    /// new build stores one more). Each time a module
     /// is compiled and stored, the least recently used others are removed
     /// until the rest fit; a hit counts as a use. For a cache shared by
     /// commands run on module after module, such as a module author's
@@ -422,11 +423,14 @@ impl Sandbox {
     /// ```
     /// use gatehouse_core::sandbox::Sandbox;
     ///
-    /// let dir = std::env::temp_dir().join("gatehouse-doc-cache-bound");
-    /// let sandbox = Sandbox::builder().compile_cache(dir).compile_cache_max_bytes(1 << 20).build()?;
+    /// let dir = tempfile::tempdir()?;
+    /// let sandbox = Sandbox::builder()
+    ///     .compile_cache(dir.path().join("compiled"))
+    ///     .compile_cache_max_bytes(1 << 20)
+    ///     .build()?;
     /// assert_eq!(sandbox.compile_cache_max_bytes(), Some(1 << 20));
     /// assert_eq!(Sandbox::builder().build()?.compile_cache_max_bytes(), None);
-    /// # Ok::<(), gatehouse_core::sandbox::SandboxError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn compile_cache_max_bytes(&self) -> Option<u64> {
         self.shared
