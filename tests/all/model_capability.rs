@@ -50,6 +50,20 @@ fn plain_request() -> ReviewRequest {
     form_request(ReviewContext::new("github", RequestId::Number(1)))
 }
 
+/// The review was ended by the module's own deadline.
+fn assert_ended_by_its_deadline(report: &ModuleReport) {
+    assert!(
+        matches!(report.result, Err(ReviewFailure::Deadline(_))),
+        "{:?}",
+        report.result
+    );
+}
+
+/// How many requests reached the model.
+fn sent(model: &Scripted) -> usize {
+    model.seen.lock().expect("lock").len()
+}
+
 fn decline_message(decision: &Decision) -> &str {
     match decision {
         Decision::Decline {
@@ -223,23 +237,37 @@ fn the_guests_deadline_still_bounds_its_running_after_the_wait() {
         r#"{"ask": true, "spin_after": true}"#,
         &grant(model),
     );
-    assert!(
-        matches!(report.result, Err(ReviewFailure::Deadline(_))),
-        "{:?}",
-        report.result
-    );
+    assert_ended_by_its_deadline(&report);
     assert_eq!(report.model_calls.len(), 1);
 }
 
 #[test]
-fn the_model_budget_ends_a_wait() {
+fn the_model_budget_ends_a_wait_and_later_calls_are_not_sent() {
     let sandbox = sandbox();
     let model = Scripted::new(Script::Hang);
-    let grant = grant(model.clone()).with_timeout(Duration::from_millis(50));
-    let report = probe(&sandbox, r#"{"ask": true}"#, &grant);
+    let budgeted = grant(model.clone()).with_timeout(Duration::from_millis(50));
+    let report = probe(&sandbox, r#"{"ask": true}"#, &budgeted);
     let outcome = report.result.expect("reviews");
     assert_eq!(decline_message(&outcome.decision), "model error: timeout");
     assert_eq!(report.model_calls[0].error.as_deref(), Some("timeout"));
+
+    // A guest that asks again and again once the budget is spent: each later
+    // call is answered `timeout` and recorded, but never reaches the model;
+    // past the cap one refusal is recorded; its own deadline ends it.
+    let model = Scripted::new(Script::Hang);
+    let budgeted = grant(model.clone()).with_timeout(Duration::from_millis(50));
+    let report = probe(&sandbox, r#"{"ask": true, "retry": true}"#, &budgeted);
+    assert_ended_by_its_deadline(&report);
+    assert_eq!(sent(&model), 1, "only the first was sent");
+    assert_eq!(report.model_calls.len(), MAX_MODEL_CALLS_PER_REVIEW + 1);
+    let (first, later) = report.model_calls.split_at(1);
+    assert_eq!(first[0].error.as_deref(), Some("timeout"));
+    let (unsent, refused) = later.split_at(MAX_MODEL_CALLS_PER_REVIEW - 1);
+    for call in unsent {
+        assert_eq!(call.error.as_deref(), Some("timeout"), "{call:?}");
+        assert_eq!(call.attempts, 0, "{call:?}");
+    }
+    assert_eq!(refused[0].error.as_deref(), Some("rejected"));
 }
 
 #[test]
@@ -276,10 +304,7 @@ fn a_looping_guest_is_refused_past_the_call_cap() {
     );
     let outcome = report.result.expect("reviews");
     assert!(decline_message(&outcome.decision).starts_with("model error: rejected"));
-    assert_eq!(
-        model.seen.lock().expect("lock").len(),
-        MAX_MODEL_CALLS_PER_REVIEW
-    );
+    assert_eq!(sent(&model), MAX_MODEL_CALLS_PER_REVIEW);
     assert_eq!(report.model_calls.len(), MAX_MODEL_CALLS_PER_REVIEW + 1);
     assert_eq!(
         report
@@ -358,16 +383,9 @@ fn a_guest_that_retries_forever_is_recorded_once_past_the_cap_and_ended_by_its_d
         r#"{"ask": true, "retry": true}"#,
         &grant(model.clone()),
     );
-    assert!(
-        matches!(report.result, Err(ReviewFailure::Deadline(_))),
-        "{:?}",
-        report.result
-    );
+    assert_ended_by_its_deadline(&report);
     // Eight asked, the ninth refused and recorded, the rest neither.
-    assert_eq!(
-        model.seen.lock().expect("lock").len(),
-        MAX_MODEL_CALLS_PER_REVIEW
-    );
+    assert_eq!(sent(&model), MAX_MODEL_CALLS_PER_REVIEW);
     assert_eq!(report.model_calls.len(), MAX_MODEL_CALLS_PER_REVIEW + 1);
 }
 
@@ -386,11 +404,7 @@ fn a_guest_cannot_stretch_its_deadline_by_waiting_on_its_model() {
         r#"{"ask": true, "retry": true, "spin_before": true}"#,
         &grant(model.clone()),
     );
-    assert!(
-        matches!(report.result, Err(ReviewFailure::Deadline(_))),
-        "{:?}",
-        report.result
-    );
+    assert_ended_by_its_deadline(&report);
     assert_eq!(report.model_calls.len(), 1, "{:?}", report.model_calls);
 }
 
