@@ -6,6 +6,7 @@
 //! measure this process's resident memory, which other tests running in the
 //! same process would disturb.
 
+mod cited_tests;
 mod conformance_kit;
 mod contract_versions;
 mod crate_graph;

@@ -1,0 +1,326 @@
+//! The documents that make promises cite the tests that prove them: SECURITY.md
+//! names a test for each promise, docs/RELIABILITY.md for each measured figure,
+//! ARCHITECTURE.md the files that hold each boundary. A test renamed or moved
+//! would leave a promise citing nothing, and nobody reading the table would
+//! know. This reads those documents and checks every citation against the tree.
+//!
+//! A citation is inline code of one of these forms:
+//! - `path/to/file.rs`: the file exists. The path is from the repository root,
+//!   or the end of one (`faults.rs`) that names exactly one file;
+//! - `path/to/file.rs::name` (or `::tests::name`): a function `name` is in that
+//!   file, or in the module directory beside it (`file/`);
+//! - `…::name`: a function `name` is in the file cited last;
+//! - `…part`, `…part…`: a function whose name ends with, or holds, `part` is in
+//!   the file cited last.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The documents whose citations must hold.
+const DOCUMENTS: &[&str] = &["SECURITY.md", "docs/RELIABILITY.md", "ARCHITECTURE.md"];
+
+/// Directories never searched for cited files.
+const SKIPPED_DIRECTORIES: &[&str] = &["target", "node_modules"];
+
+#[test]
+fn every_file_and_test_the_promises_cite_exists() {
+    let root = repository_root();
+    let files = rust_files(&root);
+    let mut problems = Vec::new();
+    let mut cited = 0;
+    for document in DOCUMENTS {
+        let text = std::fs::read_to_string(root.join(document))
+            .unwrap_or_else(|error| panic!("{document} cannot be read: {error}"));
+        let checked = check_document(document, &text, &root, &files);
+        cited += checked.cited;
+        problems.extend(checked.problems);
+    }
+    assert!(
+        problems.is_empty(),
+        "{} of {cited} citations point at nothing; name the test or file as it is now:\n{}",
+        problems.len(),
+        problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // SECURITY.md alone cites some 400; far fewer means the parsing broke.
+    assert!(cited > 300, "only {cited} citations were found");
+}
+
+#[test]
+fn a_renamed_test_a_missing_file_and_an_unclear_path_are_each_reported() {
+    let root = repository_root();
+    let files = rust_files(&root);
+    let document = "| promise | `tests/all/cited_tests.rs::every_file_and_test_the_promises_cite_exists`, \
+                    `…::a_test_renamed_since`, `…renamed_test_a_missing_file…`, `…_never_written` |\n\
+                    A file that moved: `tests/all/gone.rs`, and `…::its_test`; an unclear one: `main.rs`.\n\
+                    Not citations: `[review.limits]`, `…[cut: N bytes]`, `cargo test`.";
+    let checked = check_document("EXAMPLE.md", document, &root, &files);
+    let problems: Vec<String> = checked.problems.iter().map(ToString::to_string).collect();
+    assert_eq!(checked.cited, 7, "{problems:#?}");
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    assert!(problems[0].starts_with("EXAMPLE.md:1: `…::a_test_renamed_since`: no function"));
+    assert!(problems[1].starts_with("EXAMPLE.md:1: `…_never_written`: no function"));
+    assert!(problems[2].starts_with("EXAMPLE.md:2: `tests/all/gone.rs`: no such file"));
+    assert!(
+        problems[3].starts_with("EXAMPLE.md:2: `main.rs`: names")
+            && problems[3].contains("tests/all/main.rs"),
+        "{problems:#?}"
+    );
+}
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate sits in the repository")
+        .to_path_buf()
+}
+
+/// Every `.rs` file in the repository, as a path from its root with `/`.
+fn rust_files(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut directories = vec![root.to_path_buf()];
+    while let Some(directory) = directories.pop() {
+        let entries = std::fs::read_dir(&directory)
+            .unwrap_or_else(|error| panic!("{} cannot be listed: {error}", directory.display()));
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if !name.starts_with('.') && !SKIPPED_DIRECTORIES.contains(&name.as_str()) {
+                    directories.push(path);
+                }
+            } else if kind.is_file()
+                && name.ends_with(".rs")
+                && let Ok(relative) = path.strip_prefix(root)
+            {
+                found.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// What checking one document found.
+struct Checked {
+    cited: usize,
+    problems: Vec<Problem>,
+}
+
+/// A citation that points at nothing.
+struct Problem {
+    document: String,
+    line: usize,
+    citation: String,
+    what: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: `{}`: {}",
+            self.document, self.line, self.citation, self.what
+        )
+    }
+}
+
+/// One citation, as written.
+enum Citation<'a> {
+    /// A file, and the function named after it, if one is.
+    File {
+        path: &'a str,
+        function: Option<&'a str>,
+    },
+    /// `…::name`: a function in the file cited last.
+    Function(&'a str),
+    /// `…part` or `…part…`: a function of the file cited last whose name ends
+    /// with `part` (or holds it, when `at_end` is false).
+    Part { part: &'a str, at_end: bool },
+}
+
+fn is_identifier(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn parse(code: &str) -> Option<Citation<'_>> {
+    if let Some(rest) = code.strip_prefix("…::") {
+        return last_segment(rest).map(Citation::Function);
+    }
+    if let Some(rest) = code.strip_prefix('…') {
+        let (part, at_end) = match rest.strip_suffix('…') {
+            Some(part) => (part, false),
+            None => (rest, true),
+        };
+        return is_identifier(part).then_some(Citation::Part { part, at_end });
+    }
+    let (path, function) = match code.split_once(".rs::") {
+        Some((stem, rest)) => (&code[..stem.len() + 3], Some(last_segment(rest)?)),
+        None => (code, None),
+    };
+    let is_path = path.ends_with(".rs")
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
+    is_path.then_some(Citation::File { path, function })
+}
+
+/// The last of `a::b::name`'s segments, if every segment is an identifier.
+fn last_segment(path: &str) -> Option<&str> {
+    let segments: Vec<&str> = path.split("::").collect();
+    segments
+        .iter()
+        .all(|segment| is_identifier(segment))
+        .then(|| segments.last().copied())
+        .flatten()
+}
+
+fn check_document(document: &str, text: &str, root: &Path, files: &[String]) -> Checked {
+    let mut checked = Checked {
+        cited: 0,
+        problems: Vec::new(),
+    };
+    // The file cited last: its path and its text (with its module directory's).
+    let mut last: Option<(String, String)> = None;
+    for (index, line) in text.lines().enumerate() {
+        // Inline code is every other piece between backticks.
+        for code in line.split('`').skip(1).step_by(2) {
+            let Some(citation) = parse(code) else {
+                continue;
+            };
+            checked.cited += 1;
+            let mut problem = |what: String| {
+                checked.problems.push(Problem {
+                    document: document.to_owned(),
+                    line: index + 1,
+                    citation: code.to_owned(),
+                    what,
+                })
+            };
+            let wanted = match citation {
+                Citation::File { path, function } => {
+                    match resolve(path, files) {
+                        Ok(path) => {
+                            last = Some((path.clone(), source_of(root, &path)));
+                        }
+                        Err(what) => {
+                            last = None;
+                            problem(what);
+                            continue;
+                        }
+                    }
+                    match function {
+                        Some(name) => Wanted::Named(name),
+                        None => continue,
+                    }
+                }
+                Citation::Function(name) => Wanted::Named(name),
+                Citation::Part { part, at_end } => Wanted::Part { part, at_end },
+            };
+            let Some((path, source)) = &last else {
+                // The file before it was reported already, or none came before.
+                continue;
+            };
+            if !wanted.is_in(source) {
+                problem(format!("no function {wanted} in {path}"));
+            }
+        }
+    }
+    checked
+}
+
+/// The function a citation asks for.
+enum Wanted<'a> {
+    Named(&'a str),
+    Part { part: &'a str, at_end: bool },
+}
+
+impl fmt::Display for Wanted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Wanted::Named(name) => write!(f, "`{name}`"),
+            Wanted::Part { part, at_end: true } => write!(f, "ends with `{part}`"),
+            Wanted::Part { part, .. } => write!(f, "holds `{part}`"),
+        }
+    }
+}
+
+impl Wanted<'_> {
+    fn is_in(&self, source: &str) -> bool {
+        // A module cited whole (`file.rs::tests`) is a `mod`, not a function.
+        if let Wanted::Named(name) = self
+            && (source.contains(&format!("mod {name} "))
+                || source.contains(&format!("mod {name};")))
+        {
+            return true;
+        }
+        function_names(source).any(|function| match self {
+            Wanted::Named(name) => function == *name,
+            Wanted::Part { part, at_end: true } => function.ends_with(part),
+            Wanted::Part { part, .. } => function.contains(part),
+        })
+    }
+}
+
+/// The names after every `fn ` in a source.
+fn function_names(source: &str) -> impl Iterator<Item = &str> {
+    source.match_indices("fn ").filter_map(move |(at, _)| {
+        let before = source[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return None;
+        }
+        let rest = &source[at + 3..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        Some(&rest[..end]).filter(|name| !name.is_empty())
+    })
+}
+
+/// The one file a cited path names: from the root, or the end of exactly one path.
+fn resolve(cited: &str, files: &[String]) -> Result<String, String> {
+    if files.iter().any(|file| file == cited) {
+        return Ok(cited.to_owned());
+    }
+    let tail = format!("/{cited}");
+    let matching: Vec<&String> = files.iter().filter(|file| file.ends_with(&tail)).collect();
+    match matching.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err("no such file in the repository".to_owned()),
+        many => Err(format!(
+            "names {} files ({}); write the path from the repository root",
+            many.len(),
+            many.iter()
+                .map(|file| file.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// A file's text, followed by its module directory's files (`file.rs` and `file/`).
+fn source_of(root: &Path, path: &str) -> String {
+    let file = root.join(path);
+    let mut source = std::fs::read_to_string(&file).unwrap_or_default();
+    let mut directories = vec![file.with_extension("")];
+    while let Some(directory) = directories.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                directories.push(path);
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                source.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+            }
+        }
+    }
+    source
+}
