@@ -7,7 +7,7 @@ use std::time::Duration;
 use gatehouse_conformance::cases;
 use gatehouse_conformance::{Kit, Report, Suite};
 use gatehouse_core::sandbox::Limits;
-use gatehouse_tests::{cases_dir, guest};
+use gatehouse_tests::{cached_digests, cases_dir, guest, module_digest};
 
 fn kit() -> Kit {
     Kit::new(Limits::default()).expect("kit")
@@ -741,4 +741,31 @@ fn the_kit_compiles_through_a_compile_cache_once_for_both_sandboxes() {
             .passed()
     );
     assert_eq!(artifacts(), first);
+}
+
+/// The kit `gatehouse serve` runs before a swap, and `gatehouse modules`
+/// before it locks a module, is built from the serving config's sandbox
+/// (`Config::sandbox_builder`): it compiles into the serving compile cache,
+/// and keeps to `[review] compile_cache_max_bytes` as the swap does. Proving
+/// one module after another under a bound that fits one leaves only the last.
+#[test]
+fn a_kit_built_from_the_config_keeps_to_the_compile_cache_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("gatehouse.toml");
+    std::fs::write(&file, "[review]\ncompile_cache_max_bytes = 1\n").expect("config");
+    let config = gatehouse_gateway::config::Config::load(&file).expect("the config");
+    let cache = config.compile_cache_dir();
+    let kit = Kit::from_builder(config.sandbox_builder()).expect("kit");
+    for name in ["gatehouse_allowlist", "reviewer_template"] {
+        let bytes = std::fs::read(guest(name)).expect("read guest");
+        let report = kit.run(name, &bytes, Suite::Contract, &[]);
+        assert!(report.passed(), "{name}:\n{}", report.to_text());
+        // Both of the kit's sandboxes used the one artifact, and storing it
+        // removed the module proved before.
+        assert_eq!(
+            cached_digests(&cache),
+            [module_digest(&bytes)],
+            "after proving {name}"
+        );
+    }
 }

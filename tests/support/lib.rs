@@ -19,6 +19,8 @@ mod table_bomb;
 pub use table_bomb::table_bomb_component;
 mod tool_result;
 pub use tool_result::result_text;
+mod compiled;
+pub use compiled::{cached_digests, module_digest};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

@@ -6,6 +6,8 @@
 mod browser;
 #[path = "../../../../tests/support/capture.rs"]
 mod capture;
+#[path = "../../../../tests/support/compiled.rs"]
+mod compiled;
 mod http_gateway;
 // Shared with tests/all, whose provider tests use all of it.
 #[allow(dead_code)]

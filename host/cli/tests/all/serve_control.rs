@@ -11,6 +11,7 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
+use crate::compiled::{cached_digests, module_digest};
 use crate::http_gateway::{HttpGateway, reload};
 use crate::paths::{demo_server, existing, target};
 use crate::tool_result::result_text as text;
@@ -296,25 +297,6 @@ async fn status_names_each_instance_its_chain_and_its_backends() {
     assert_eq!(said.matches("backend git: connected").count(), 2, "{said}");
 }
 
-/// The sha256 names of the compiled modules in `dir`'s compile cache.
-fn cached_digests(dir: &Path) -> Vec<String> {
-    let mut digests: Vec<String> = std::fs::read_dir(dir.join(".gatehouse/compiled"))
-        .expect("the compile cache")
-        .filter_map(|entry| {
-            let name = entry.expect("entry").file_name();
-            let name = name.to_str()?.strip_suffix(".cwasm")?.to_owned();
-            Some(name.split_once('-')?.0.to_owned())
-        })
-        .collect();
-    digests.sort();
-    digests
-}
-
-fn sha256_of(path: &Path) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(std::fs::read(path).expect("module")))
-}
-
 /// `[review] compile_cache_max_bytes` bounds what `serve` keeps compiled:
 /// every swap to a new build stores one more artifact, and storing it drops
 /// the least recently used, here the module the chain swapped away from.
@@ -337,7 +319,9 @@ async fn a_bounded_compile_cache_drops_the_module_a_swap_left() {
     .await;
     // The guardian as `config` names it, and the allowlist beside it.
     let guardian = target().join("wasm32-wasip2/guest/gatehouse_guardian.wasm");
-    assert_eq!(cached_digests(dir.path()), [sha256_of(&guardian)]);
+    let cache = dir.path().join(".gatehouse/compiled");
+    let digest_of = |module: &Path| module_digest(&std::fs::read(module).expect("module"));
+    assert_eq!(cached_digests(&cache), [digest_of(&guardian)]);
 
     let allowlist = existing(
         guardian.with_file_name("gatehouse_allowlist.wasm"),
@@ -351,8 +335,8 @@ async fn a_bounded_compile_cache_drops_the_module_a_swap_left() {
     std::fs::write(&config, swapped_text).expect("swap modules");
     reloaded(&config).await;
     assert_eq!(
-        cached_digests(dir.path()),
-        [sha256_of(&allowlist)],
+        cached_digests(&cache),
+        [digest_of(&allowlist)],
         "the guardian's artifact went when the allowlist's was stored"
     );
 
