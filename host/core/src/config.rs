@@ -75,6 +75,13 @@ pub struct ReviewConfig {
     /// long as modules are swapped.
     #[serde(default)]
     pub compile_cache_max_bytes: Option<u64>,
+    /// How long `gatehouse serve` gives its first chain to load (read,
+    /// compile and check every module), in seconds; past it, what waited for
+    /// the chain is declined as a failure and gatehouse stops, saying so.
+    /// Default [`ReviewConfig::DEFAULT_LOAD_TIMEOUT`]; zero or less is the
+    /// default.
+    #[serde(default)]
+    pub load_timeout_sec: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -85,6 +92,32 @@ impl ReviewConfig {
     /// The compile cache's bound unless `compile_cache_max_bytes` says
     /// otherwise: 1 GiB, the authoring commands' own cache's.
     pub const DEFAULT_COMPILE_CACHE_MAX_BYTES: u64 = 1 << 30;
+
+    /// The first chain's load bound unless `load_timeout_sec` says
+    /// otherwise: 5 minutes. A cold compile of the TypeScript template (12 MB)
+    /// takes 7 to 10 s on 2 cores; the registry lets in modules up to 64 MiB.
+    pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(300);
+
+    /// `load_timeout_sec`, the default filled in.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use gatehouse_core::config::ReviewConfig;
+    /// assert_eq!(ReviewConfig::default().load_timeout(), Duration::from_secs(300));
+    /// let review: ReviewConfig =
+    ///     serde_json::from_value(serde_json::json!({"load_timeout_sec": 2.5}))?;
+    /// assert_eq!(review.load_timeout(), Duration::from_millis(2500));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn load_timeout(&self) -> Duration {
+        match self.load_timeout_sec {
+            // Longer than a Duration holds: as good as forever.
+            Some(sec) if sec.is_finite() && sec > 0.0 => {
+                Duration::try_from_secs_f64(sec).unwrap_or(Duration::MAX)
+            }
+            _ => Self::DEFAULT_LOAD_TIMEOUT,
+        }
+    }
 
     /// `compile_cache_max_bytes`, the default filled in.
     ///
@@ -133,6 +166,7 @@ impl Default for ReviewConfig {
             verify_contract: true,
             compile_cache: None,
             compile_cache_max_bytes: None,
+            load_timeout_sec: None,
         }
     }
 }

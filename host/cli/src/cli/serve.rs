@@ -172,18 +172,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // The chain loads in the background (compiling or reading the compiled
     // modules, then the contract checks): the client's `initialize` is
     // answered at once, and an elicitation that comes first waits for the
-    // chain (`Router::loading_first_chain`). A chain that does not load
-    // stops gatehouse with its error, as before it served; whatever waited
-    // for it is declined and audited.
+    // chain (`Router::loading_first_chain`). A chain that does not load, or
+    // not within `[review] load_timeout_sec` (a module read from something
+    // that never ends, a compile that never finishes), stops gatehouse with
+    // its error, as before it served; whatever waited for it is declined and
+    // audited. A load given up on is left to its thread: stopping does not
+    // wait for it.
     {
         let (reloader, router) = (reloader.clone(), router.clone());
+        let load_timeout = config.review.load_timeout();
         tokio::spawn(async move {
-            let error = match tokio::task::spawn_blocking(move || reloader.rebuild()).await {
-                Ok(Ok(_)) => return,
-                Ok(Err(error)) => {
+            let load = tokio::task::spawn_blocking(move || reloader.rebuild());
+            let error = match tokio::time::timeout(load_timeout, load).await {
+                Ok(Ok(Ok(_))) => return,
+                Ok(Ok(Err(error))) => {
                     anyhow::Error::new(error).context("cannot load the reviewer chain")
                 }
-                Err(error) => anyhow::Error::new(error).context("the reviewer chain task failed"),
+                Ok(Err(error)) => {
+                    anyhow::Error::new(error).context("the reviewer chain task failed")
+                }
+                Err(_) => anyhow::anyhow!(
+                    "cannot load the reviewer chain: it did not load within {} s \
+                     ([review] load_timeout_sec): a module is still being read or compiled; \
+                     check that each module path is a file, or raise the bound for very large modules",
+                    load_timeout.as_secs_f64()
+                ),
             };
             if router.first_chain_failed(&format!("{error:#}")) {
                 tracing::error!("{error:#}; stopping");

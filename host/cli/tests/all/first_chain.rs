@@ -194,41 +194,67 @@ async fn initialize_never_waits_for_the_chain_and_an_elicitation_waits_for_it() 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chain_that_does_not_load_fails_closed_and_stops_gatehouse() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (config, fifo) = config_through_fifo(dir.path());
-    let (client, mut child, mut stderr) = initialized(&config).await;
-    let calling = delete_main(&client);
-    form_waits(&config, &calling).await;
-    feed(&fifo, b"not a component".to_vec()).await;
+/// Waits for gatehouse to stop with exit code 1, saying `why` on stderr, and
+/// checks that the one form that waited was declined as a failure, audited
+/// with `why` in its reason.
+async fn stops_having_declined_the_form(
+    dir: &Path,
+    mut child: tokio::process::Child,
+    mut stderr: tokio::process::ChildStderr,
+    why: &str,
+) {
     let mut said = String::new();
     tokio::time::timeout(Duration::from_secs(60), stderr.read_to_string(&mut said))
         .await
         .expect("gatehouse stops")
         .expect("its stderr");
-    assert!(
-        said.contains("cannot load the reviewer chain"),
-        "gatehouse says why it stopped: {said}"
-    );
+    assert!(said.contains(why), "gatehouse says why it stopped: {said}");
     let exited = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("gatehouse exits")
         .expect("its status");
     assert_eq!(exited.code(), Some(1), "{said}");
-    // The form that waited was declined as a failure, and audited.
-    let lines = audit(dir.path());
+    let lines = audit(dir);
     assert_eq!(lines.len(), 1, "{lines:#?}\n{said}");
     assert_eq!(lines[0]["decided_by"], "failure", "{}", lines[0]);
     assert_eq!(lines[0]["answer"]["action"], "decline", "{}", lines[0]);
+    let reason = lines[0]["reason"].as_str().unwrap_or_default();
     assert!(
-        lines[0]["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("not in force"),
+        reason.contains("the reviewer chain is not in force") && reason.contains(why),
         "{}",
         lines[0]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_that_does_not_load_fails_closed_and_stops_gatehouse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, fifo) = config_through_fifo(dir.path());
+    let (client, child, stderr) = initialized(&config).await;
+    let calling = delete_main(&client);
+    form_waits(&config, &calling).await;
+    feed(&fifo, b"not a component".to_vec()).await;
+    let why = "cannot load the reviewer chain";
+    stops_having_declined_the_form(dir.path(), child, stderr, why).await;
+    let _ = calling.await;
+}
+
+/// A first load that never ends (the FIFO is never written) is bounded by
+/// `[review] load_timeout_sec`: the form that waited for the chain is
+/// declined as a failure and audited, and gatehouse stops naming the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_load_that_never_ends_fails_closed_at_the_load_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config, _fifo) = config_through_fifo(dir.path());
+    let text = std::fs::read_to_string(&config).expect("config");
+    // Long enough for the form to arrive first on a loaded machine.
+    std::fs::write(&config, format!("[review]\nload_timeout_sec = 8\n\n{text}"))
+        .expect("bound the load");
+    let (client, child, stderr) = initialized(&config).await;
+    let calling = delete_main(&client);
+    form_waits(&config, &calling).await;
+    let why = "did not load within 8 s ([review] load_timeout_sec)";
+    stops_having_declined_the_form(dir.path(), child, stderr, why).await;
     let _ = calling.await;
 }
 
