@@ -350,3 +350,45 @@ async fn elicitation_settings_reload_with_the_chain() {
     assert!(error.to_string().contains("approval_policy"), "{error}");
     assert_eq!(answer(&fixture.router).await, "decline");
 }
+
+/// Once the first chain has failed (the instance is stopping), a build that
+/// ends later (a first load that ran past `[review] load_timeout_sec`) or a
+/// reload swaps nothing in: it is refused saying why, and what comes is still
+/// declined as a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_swapped_in_once_the_first_chain_has_failed() {
+    let fixture = fixture();
+    let router = Arc::new(
+        Router::new(
+            Chain::default(),
+            ElicitationSettings::default(),
+            fixture.audit.clone(),
+            Arc::new(NoPerson),
+            64,
+        )
+        .loading_first_chain(),
+    );
+    let reloader = Reloader::new(
+        Arc::new(ConfigFile::open(&fixture.config).expect("config")),
+        fixture.sandbox.clone(),
+        None,
+        router.clone(),
+    );
+    assert!(router.first_chain_failed("it did not load within 1 s"));
+    let error = reloader.rebuild().expect_err("refused");
+    assert!(matches!(error, ReloadError::Stopping { .. }), "{error}");
+    assert!(
+        error.to_string().contains("it did not load within 1 s"),
+        "{error}"
+    );
+    assert!(matches!(
+        reloader.reload(),
+        Err(ReloadError::Stopping { .. })
+    ));
+    assert!(router.chain().is_empty(), "no chain was swapped in");
+    assert!(!router.first_chain_loaded());
+    assert_eq!(answer(&router).await, "decline");
+    let audited = gatehouse_tests::audit_lines(&fixture.audit);
+    assert_eq!(audited.len(), 1, "{audited:#?}");
+    assert_eq!(audited[0]["decided_by"], "failure", "{}", audited[0]);
+}

@@ -78,14 +78,28 @@ pub struct ReviewConfig {
     /// How long `gatehouse serve` gives its first chain to load (read,
     /// compile and check every module), in seconds; past it, what waited for
     /// the chain is declined as a failure and gatehouse stops, saying so.
-    /// Default [`ReviewConfig::DEFAULT_LOAD_TIMEOUT`]; zero or less is the
-    /// default.
-    #[serde(default)]
+    /// Default [`ReviewConfig::DEFAULT_LOAD_TIMEOUT`]; anything but a
+    /// number of seconds above 0 is refused.
+    #[serde(default, deserialize_with = "positive_seconds")]
     pub load_timeout_sec: Option<f64>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// `load_timeout_sec`: a finite number of seconds above 0.
+fn positive_seconds<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<f64>, D::Error> {
+    let sec = f64::deserialize(deserializer)?;
+    if sec.is_finite() && sec > 0.0 {
+        Ok(Some(sec))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "load_timeout_sec: {sec} is not a number of seconds above 0 (the default is 300)"
+        )))
+    }
 }
 
 impl ReviewConfig {
@@ -107,6 +121,8 @@ impl ReviewConfig {
     /// let review: ReviewConfig =
     ///     serde_json::from_value(serde_json::json!({"load_timeout_sec": 2.5}))?;
     /// assert_eq!(review.load_timeout(), Duration::from_millis(2500));
+    /// let refused = serde_json::from_value::<ReviewConfig>(serde_json::json!({"load_timeout_sec": 0}));
+    /// assert!(refused.unwrap_err().to_string().contains("load_timeout_sec: 0 is not"));
     /// # Ok::<(), serde_json::Error>(())
     /// ```
     pub fn load_timeout(&self) -> Duration {
@@ -115,6 +131,7 @@ impl ReviewConfig {
             Some(sec) if sec.is_finite() && sec > 0.0 => {
                 Duration::try_from_secs_f64(sec).unwrap_or(Duration::MAX)
             }
+            // Refused when read; set in code, the default.
             _ => Self::DEFAULT_LOAD_TIMEOUT,
         }
     }

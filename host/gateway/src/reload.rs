@@ -53,6 +53,16 @@ pub enum ReloadError {
         "[models] are configured, but the chain is built outside a tokio runtime; build it inside one"
     )]
     NoRuntime,
+    /// The instance's first chain did not load ([`Router::first_chain_failed`]),
+    /// so it is stopping: nothing is swapped in, and what reaches it is
+    /// declined as before.
+    #[error(
+        "nothing was swapped in: this instance is stopping because its first reviewer chain did not load ({why})"
+    )]
+    Stopping {
+        /// Why the first chain did not load.
+        why: String,
+    },
     /// A module failed the conformance `contract` suite.
     #[error("review.modules[{index}] ({module}) fails the contract suite: {failures}")]
     Contract {
@@ -227,6 +237,14 @@ impl Reloader {
                     elapsed: started.elapsed(),
                     settings_changed: false,
                     config_changed: false,
+                });
+            }
+            // A first load that failed, or ran past `[review] load_timeout_sec`
+            // and ended later, stops the instance: a chain swapped in now would
+            // not be in force, but would show as if it were.
+            if let Some(why) = self.router.first_chain_error() {
+                return Err(ReloadError::Stopping {
+                    why: why.to_string(),
                 });
             }
             *last_swapped = build;

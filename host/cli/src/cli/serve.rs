@@ -202,7 +202,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 tracing::error!("{error:#}; stopping");
             } else {
                 tracing::warn!(
-                    "the first load of the reviewer chain failed, but a reload put a chain in force meanwhile: {error:#}"
+                    "the first load of the reviewer chain failed, but a chain was put in force meanwhile: {error:#}"
                 );
             }
         });

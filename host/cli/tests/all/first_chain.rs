@@ -248,12 +248,15 @@ async fn a_first_load_that_never_ends_fails_closed_at_the_load_timeout() {
     let (config, _fifo) = config_through_fifo(dir.path());
     let text = std::fs::read_to_string(&config).expect("config");
     // Long enough for the form to arrive first on a loaded machine.
-    std::fs::write(&config, format!("[review]\nload_timeout_sec = 8\n\n{text}"))
-        .expect("bound the load");
+    std::fs::write(
+        &config,
+        format!("[review]\nload_timeout_sec = 12\n\n{text}"),
+    )
+    .expect("bound the load");
     let (client, child, stderr) = initialized(&config).await;
     let calling = delete_main(&client);
     form_waits(&config, &calling).await;
-    let why = "did not load within 8 s ([review] load_timeout_sec)";
+    let why = "did not load within 12 s ([review] load_timeout_sec)";
     stops_having_declined_the_form(dir.path(), child, stderr, why).await;
     let _ = calling.await;
 }
