@@ -760,8 +760,7 @@ fn a_kit_built_from_the_config_keeps_to_the_compile_cache_bound() {
         let bytes = std::fs::read(guest(name)).expect("read guest");
         let report = kit.run(name, &bytes, Suite::Contract, &[]);
         assert!(report.passed(), "{name}:\n{}", report.to_text());
-        // Both of the kit's sandboxes used the one artifact, and storing it
-        // removed the module proved before.
+        // Storing this module's artifact removed the one proved before.
         assert_eq!(
             cached_digests(&cache),
             [module_digest(&bytes)],
