@@ -93,15 +93,22 @@ fn fixture() -> Fixture {
     }
 }
 
+impl Fixture {
+    /// A reloader of the fixture's config into its router, with no kit.
+    fn reloader(&self) -> Arc<Reloader> {
+        Arc::new(Reloader::new(
+            Arc::new(ConfigFile::open(&self.config).expect("config")),
+            self.sandbox.clone(),
+            None,
+            self.router.clone(),
+        ))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_swaps_under_load_lose_no_review() {
     let fixture = fixture();
-    let reloader = Arc::new(Reloader::new(
-        Arc::new(ConfigFile::open(&fixture.config).expect("config")),
-        fixture.sandbox.clone(),
-        None,
-        fixture.router.clone(),
-    ));
+    let reloader = fixture.reloader();
     let first = reloader.reload().expect("initial chain");
     let guardian_digest = first.modules[0].1.clone();
 
@@ -391,4 +398,97 @@ async fn nothing_is_swapped_in_once_the_first_chain_has_failed() {
     let audited = gatehouse_tests::audit_lines(&fixture.audit);
     assert_eq!(audited.len(), 1, "{audited:#?}");
     assert_eq!(audited[0]["decided_by"], "failure", "{}", audited[0]);
+}
+
+/// A build that does not end within `[review] load_timeout_sec` (its module
+/// is a FIFO nobody writes) is given up on and whoever waits is told so, the
+/// next reload is not held up by it, and when it does end it is dropped: the
+/// chain swapped in meanwhile stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_past_the_load_timeout_is_given_up_on_and_dropped_when_it_ends() {
+    let fixture = fixture();
+    let reloader = fixture.reloader();
+    reloader.reload().expect("the guardian");
+    assert_eq!(answer(&fixture.router).await, "accept");
+
+    let dir = fixture.config.parent().expect("dir").to_path_buf();
+    let fifo = dir.join("allowlist-fifo.wasm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let bounded = |module: &Path, config: &str| {
+        write_config(&fixture.config, module, config, None);
+        let text = std::fs::read_to_string(&fixture.config).expect("config");
+        std::fs::write(
+            &fixture.config,
+            format!("[review]\nload_timeout_sec = 1\n\n{text}"),
+        )
+        .expect("bound the load");
+    };
+    bounded(&fifo, ALLOWLIST_DECLINES);
+    let within = std::time::Duration::from_secs(30);
+    let error = tokio::time::timeout(within, reloader.reload_bounded())
+        .await
+        .expect("the wait is bounded")
+        .expect_err("given up on");
+    assert!(matches!(error, ReloadError::TooSlow { .. }), "{error}");
+    assert!(
+        error.to_string().contains("did not load within 1 s"),
+        "{error}"
+    );
+    assert_eq!(
+        answer(&fixture.router).await,
+        "accept",
+        "the guardian serves"
+    );
+
+    // The next reload is not held up by it: refused at once (a file that is
+    // no component), so the build given up on stays the newest.
+    let garbage = dir.join("garbage.wasm");
+    std::fs::write(&garbage, b"not a component").expect("write");
+    bounded(&garbage, "{}");
+    let refused = tokio::time::timeout(within, reloader.reload_bounded())
+        .await
+        .expect("the next reload is not held up")
+        .expect_err("refused");
+    assert!(matches!(refused, ReloadError::Load { .. }), "{refused}");
+    assert_eq!(
+        answer(&fixture.router).await,
+        "accept",
+        "the guardian serves"
+    );
+
+    // The FIFO is written at last: the build given up on reads and compiles
+    // the allowlist, ends past its bound, and is dropped (swapped in, the
+    // allowlist would decline).
+    let compiled = reloader.compile_counts();
+    let bytes = std::fs::read(guest("gatehouse_allowlist")).expect("allowlist");
+    tokio::task::spawn_blocking(move || std::fs::write(&fifo, bytes).expect("write the FIFO"))
+        .await
+        .expect("the writer");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while reloader.compile_counts() == compiled {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the late build never compiled the allowlist"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // A swap follows its compile at once (no kit here); give it time to.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let modules: Vec<String> = fixture
+        .router
+        .chain()
+        .links()
+        .iter()
+        .map(|link| link.module.name().to_owned())
+        .collect();
+    assert_eq!(
+        modules,
+        ["gatehouse_guardian"],
+        "the late build was dropped"
+    );
+    assert_eq!(answer(&fixture.router).await, "accept");
 }

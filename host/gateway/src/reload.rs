@@ -53,6 +53,21 @@ pub enum ReloadError {
         "[models] are configured, but the chain is built outside a tokio runtime; build it inside one"
     )]
     NoRuntime,
+    /// The build did not end within `[review] load_timeout_sec` (a module
+    /// read from something that never ends, a compile that never finishes).
+    /// Whoever asked is told so; if the build ends later it is dropped,
+    /// never swapped in.
+    #[error(
+        "the reviewer chain did not load within {} s ([review] load_timeout_sec): a module is still being read or compiled; check that each module path is a file, or raise the bound for very large modules (if the build ends later, it is dropped)",
+        bound.as_secs_f64()
+    )]
+    TooSlow {
+        /// The bound it ran past.
+        bound: Duration,
+    },
+    /// The build's thread panicked or was cancelled (a bug).
+    #[error("the reviewer chain's build did not finish: {0}")]
+    Task(String),
     /// The instance's first chain did not load ([`Router::first_chain_failed`]),
     /// so it is stopping: nothing is swapped in, and what reaches it is
     /// declined as before.
@@ -102,6 +117,12 @@ fn modules_of(chain: &Chain) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// How much longer than `[review] load_timeout_sec` the bounded reloads
+/// ([`Reloader::reload_bounded`]) wait for a build: the build checks its bound
+/// itself before it swaps, so one that swapped in time is never reported as
+/// given up on.
+pub const WAIT_GRACE: Duration = Duration::from_secs(1);
 
 /// Builds chains from the config and swaps them into a router.
 pub struct Reloader {
@@ -174,7 +195,44 @@ impl Reloader {
     /// describes; swaps it and the `[elicitations]` settings in on success.
     /// Blocking: call it off the async runtime.
     pub fn rebuild(&self) -> Result<Reloaded, ReloadError> {
-        let rebuilt = self.build_and_swap();
+        self.rebuild_by(None)
+    }
+
+    /// [`Reloader::reload`] on a blocking thread, waited for at most
+    /// `[review] load_timeout_sec` (plus [`WAIT_GRACE`]): a build still
+    /// running then is given up on ([`ReloadError::TooSlow`]), and dropped if
+    /// it ends later, so a module that never finishes loading cannot hold up
+    /// the reloads after it.
+    pub async fn reload_bounded(self: &Arc<Self>) -> Result<Reloaded, ReloadError> {
+        // The file first (its reading is bounded by `ConfigFile`), so that
+        // the bound is the new version's.
+        let reloader = self.clone();
+        let reread = tokio::task::spawn_blocking(move || reloader.config.reread_now())
+            .await
+            .map_err(|error| ReloadError::Task(error.to_string()))?
+            .inspect_err(|_| crate::telemetry::record_swap(self.router.metrics(), false))?;
+        let mut reloaded = self.rebuild_bounded().await?;
+        reloaded.config_changed = reread == Reread::Changed;
+        Ok(reloaded)
+    }
+
+    /// [`Reloader::rebuild`], bounded as [`Reloader::reload_bounded`].
+    pub async fn rebuild_bounded(self: &Arc<Self>) -> Result<Reloaded, ReloadError> {
+        // One bound for the waiter and the build: the version being served's.
+        let bound = self.config.current().review.load_timeout();
+        let reloader = self.clone();
+        let build = tokio::task::spawn_blocking(move || reloader.rebuild_by(Some(bound)));
+        match tokio::time::timeout(bound.saturating_add(WAIT_GRACE), build).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => Err(ReloadError::Task(error.to_string())),
+            Err(_) => Err(ReloadError::TooSlow { bound }),
+        }
+    }
+
+    /// A build bounded by `bound` (by default the config's
+    /// `[review] load_timeout_sec`), counted as a swap or a failed one.
+    fn rebuild_by(&self, bound: Option<Duration>) -> Result<Reloaded, ReloadError> {
+        let rebuilt = self.build_and_swap(bound);
         crate::telemetry::record_swap(self.router.metrics(), rebuilt.is_ok());
         rebuilt
     }
@@ -185,13 +243,14 @@ impl Reloader {
         self.sandbox.compile_counts()
     }
 
-    fn build_and_swap(&self) -> Result<Reloaded, ReloadError> {
+    fn build_and_swap(&self, bound: Option<Duration>) -> Result<Reloaded, ReloadError> {
         let started = Instant::now();
         let build = self
             .builds_started
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             + 1;
         let config = self.config.current();
+        let bound = bound.unwrap_or_else(|| config.review.load_timeout());
         let chain = build_checked_chain(&config, &self.sandbox, self.kit.as_ref())?;
         let modules = modules_of(&chain);
         let settings = config.elicitations.clone();
@@ -239,9 +298,18 @@ impl Reloader {
                     config_changed: false,
                 });
             }
-            // A first load that failed, or ran past `[review] load_timeout_sec`
-            // and ended later, stops the instance: a chain swapped in now would
-            // not be in force, but would show as if it were.
+            // Past its bound, whoever waited for this build was told it failed:
+            // it must not land now.
+            if started.elapsed() > bound {
+                tracing::warn!(
+                    modules = ?modules,
+                    elapsed = ?started.elapsed(),
+                    "a build that ran past [review] load_timeout_sec ended; it is dropped"
+                );
+                return Err(ReloadError::TooSlow { bound });
+            }
+            // A first load that failed stops the instance: a chain swapped in
+            // now would not be in force, but would show as if it were.
             if let Some(why) = self.router.first_chain_error() {
                 return Err(ReloadError::Stopping {
                     why: why.to_string(),

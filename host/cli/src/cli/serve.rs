@@ -176,27 +176,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // not within `[review] load_timeout_sec` (a module read from something
     // that never ends, a compile that never finishes), stops gatehouse with
     // its error, as before it served; whatever waited for it is declined and
-    // audited. A load given up on is left to its thread: stopping does not
-    // wait for it.
+    // audited. A load given up on is left to its thread (stopping does not
+    // wait for it) and dropped if it ends.
     {
         let (reloader, router) = (reloader.clone(), router.clone());
-        let load_timeout = config.review.load_timeout();
         tokio::spawn(async move {
-            let load = tokio::task::spawn_blocking(move || reloader.rebuild());
-            let error = match tokio::time::timeout(load_timeout, load).await {
-                Ok(Ok(Ok(_))) => return,
-                Ok(Ok(Err(error))) => {
-                    anyhow::Error::new(error).context("cannot load the reviewer chain")
-                }
-                Ok(Err(error)) => {
-                    anyhow::Error::new(error).context("the reviewer chain task failed")
-                }
-                Err(_) => anyhow::anyhow!(
-                    "cannot load the reviewer chain: it did not load within {} s \
-                     ([review] load_timeout_sec): a module is still being read or compiled; \
-                     check that each module path is a file, or raise the bound for very large modules",
-                    load_timeout.as_secs_f64()
-                ),
+            let error = match reloader.rebuild_bounded().await {
+                Ok(_) => return,
+                Err(error) => anyhow::Error::new(error).context("cannot load the reviewer chain"),
             };
             if router.first_chain_failed(&format!("{error:#}")) {
                 tracing::error!("{error:#}; stopping");
@@ -550,8 +537,8 @@ async fn reopen_audit(audit: &Arc<AuditLog>) -> Result<(), String> {
 /// A reload asked for (SIGHUP, `gatehouse reload`): the config read now,
 /// the chain and settings rebuilt; the line `gatehouse reload` prints.
 async fn reload_now(reloader: Arc<Reloader>, mcp: McpRuntime) -> String {
-    let outcome = tokio::task::spawn_blocking(move || reloader.reload()).await;
-    if let Ok(Ok(reloaded)) = &outcome
+    let outcome = reloader.reload_bounded().await;
+    if let Ok(reloaded) = &outcome
         && reloaded.config_changed
     {
         refresh_now(&mcp);
@@ -608,19 +595,16 @@ async fn follow_change(
     if !config_changed && !modules_changed {
         return "ok unchanged".to_owned();
     }
-    reload_line(tokio::task::spawn_blocking(move || reloader.rebuild()).await)
+    reload_line(reloader.rebuild_bounded().await)
 }
 
 /// The line `gatehouse reload` prints for a reload's outcome (failures are
 /// logged too).
 fn reload_line(
-    outcome: Result<
-        Result<gatehouse_gateway::reload::Reloaded, gatehouse_gateway::reload::ReloadError>,
-        tokio::task::JoinError,
-    >,
+    outcome: Result<gatehouse_gateway::reload::Reloaded, gatehouse_gateway::reload::ReloadError>,
 ) -> String {
     match outcome {
-        Ok(Ok(reloaded)) => {
+        Ok(reloaded) => {
             let modules: Vec<String> = reloaded
                 .modules
                 .iter()
@@ -637,11 +621,10 @@ fn reload_line(
                 reloaded.elapsed
             )
         }
-        Ok(Err(error)) => {
+        Err(error) => {
             tracing::error!("reload refused; the old chain and settings keep serving: {error}");
             format!("error: {error}")
         }
-        Err(error) => format!("error: the reload task failed: {error}"),
     }
 }
 
