@@ -394,8 +394,13 @@ impl Router {
                     Err(_) => Some(Decided::without_chain("the reviewer chain's loader is gone")),
                 }
             }
+            // The stop a failed first chain causes can wake this first (the
+            // watch is cooperative, the token is not): its reason is the
+            // failure's, whichever branch saw it.
             () = self.shutdown.cancelled() => Some(Decided::without_chain(
-                "gatehouse is stopping and the reviewer chain has not loaded",
+                self.first_chain_error()
+                    .as_deref()
+                    .unwrap_or("gatehouse is stopping and the reviewer chain has not loaded"),
             )),
             () = elicitation.server_gone.cancelled() => ended("the server went away"),
             () = elicitation.cancelled.cancelled() => {
