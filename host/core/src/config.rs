@@ -79,8 +79,9 @@ pub struct ReviewConfig {
     /// check every module), in seconds. Past it, a reload is given up on (the
     /// old chain keeps serving, the next reload is not held up, and the build
     /// is dropped if it ends); for the first chain, what waited is declined
-    /// as a failure and gatehouse stops, saying so. Default [`ReviewConfig::DEFAULT_LOAD_TIMEOUT`]; anything but a
-    /// number of seconds above 0 is refused.
+    /// as a failure and gatehouse stops, saying so. Default
+    /// [`ReviewConfig::DEFAULT_LOAD_TIMEOUT`]; anything but a number of
+    /// seconds above 0 is refused.
     #[serde(default, deserialize_with = "positive_seconds")]
     pub load_timeout_sec: Option<f64>,
 }
@@ -108,8 +109,8 @@ impl ReviewConfig {
     /// otherwise: 1 GiB, the authoring commands' own cache's.
     pub const DEFAULT_COMPILE_CACHE_MAX_BYTES: u64 = 1 << 30;
 
-    /// A chain's load bound unless `load_timeout_sec` says
-    /// otherwise: 5 minutes. A cold compile of the TypeScript template (12 MB)
+    /// A chain's load bound unless `load_timeout_sec` says otherwise:
+    /// 5 minutes. A cold compile of the TypeScript template (12 MB)
     /// takes 7 to 10 s on 2 cores; the registry lets in modules up to 64 MiB.
     pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(300);
 
