@@ -103,8 +103,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Room in the pool for every module's own limits; a reload asking for
     // more is refused with what to do. The compile cache is bounded: every
     // swap to a new build stores one more compiled module.
-    let limits = config.review.to_limits();
     let sandbox = config.sandbox_builder().build()?;
+    let limits = sandbox.limits().clone();
     // This process among those serving the config: its control socket and
     // every audit line it writes carry the id.
     let instance = gatehouse_gateway::instance::new_id();
