@@ -183,9 +183,7 @@ impl Reloader {
     /// it describes, as [`rebuild`](Self::rebuild). Blocking: call it off
     /// the async runtime.
     pub fn reload(&self) -> Result<Reloaded, ReloadError> {
-        let reread = self.config.reread_now().inspect_err(|_| {
-            crate::telemetry::record_swap(self.router.metrics(), false);
-        })?;
+        let reread = self.reread_now()?;
         let mut reloaded = self.rebuild()?;
         reloaded.config_changed = reread == Reread::Changed;
         Ok(reloaded)
@@ -207,10 +205,9 @@ impl Reloader {
         // The file first (its reading is bounded by `ConfigFile`), so that
         // the bound is the new version's.
         let reloader = self.clone();
-        let reread = tokio::task::spawn_blocking(move || reloader.config.reread_now())
+        let reread = tokio::task::spawn_blocking(move || reloader.reread_now())
             .await
-            .map_err(|error| ReloadError::Task(error.to_string()))?
-            .inspect_err(|_| crate::telemetry::record_swap(self.router.metrics(), false))?;
+            .map_err(|error| ReloadError::Task(error.to_string()))??;
         let mut reloaded = self.rebuild_bounded().await?;
         reloaded.config_changed = reread == Reread::Changed;
         Ok(reloaded)
@@ -227,6 +224,15 @@ impl Reloader {
             Ok(Err(error)) => Err(ReloadError::Task(error.to_string())),
             Err(_) => Err(ReloadError::TooSlow { bound }),
         }
+    }
+
+    /// The config file read now ([`ConfigFile::reread_now`]); a refusal
+    /// counts as a refused swap.
+    fn reread_now(&self) -> Result<Reread, ReloadError> {
+        self.config.reread_now().map_err(|error| {
+            crate::telemetry::record_swap(self.router.metrics(), false);
+            error.into()
+        })
     }
 
     /// A build bounded by `bound` (by default the config's
